@@ -1,0 +1,101 @@
+"""What happens during a turn, as typed facts. The A2A layer maps them to task events."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Literal
+
+from stores.models import ChatMessage
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Usage:
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+
+    def __add__(self, other: Usage) -> Usage:
+        return Usage(
+            prompt_tokens=self.prompt_tokens + other.prompt_tokens,
+            completion_tokens=self.completion_tokens + other.completion_tokens,
+        )
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnStarted:
+    kind: Literal["turn_started"] = "turn_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class IterationStarted:
+    iteration: int
+    kind: Literal["iteration_started"] = "iteration_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TextDelta:
+    """A chunk of answer text, as the model produces it."""
+
+    text: str
+    kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMCallFinished:
+    iteration: int
+    usage: Usage
+    finish_reason: str | None
+    kind: Literal["llm_call_finished"] = "llm_call_finished"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallStarted:
+    call_id: str
+    name: str
+    kind: Literal["tool_call_started"] = "tool_call_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolCallFinished:
+    call_id: str
+    name: str
+    ok: bool
+    kind: Literal["tool_call_finished"] = "tool_call_finished"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class MessagesCommitted:
+    """A complete unit of conversation (e.g. tool calls with all their results), now stored."""
+
+    messages: list[ChatMessage] = field(default_factory=list)
+    kind: Literal["messages_committed"] = "messages_committed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnCompleted:
+    answer: str
+    usage: Usage
+    llm_calls: int
+    tool_calls: int
+    kind: Literal["turn_completed"] = "turn_completed"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnFailed:
+    reason: str
+    usage: Usage
+    llm_calls: int
+    tool_calls: int
+    kind: Literal["turn_failed"] = "turn_failed"
+
+
+AgentEvent = (
+    TurnStarted
+    | IterationStarted
+    | TextDelta
+    | LLMCallFinished
+    | ToolCallStarted
+    | ToolCallFinished
+    | MessagesCommitted
+    | TurnCompleted
+    | TurnFailed
+)

@@ -1,0 +1,213 @@
+"""TaskRunner: runs each task's turn in the background, independent of any HTTP connection.
+
+    SendMessage / SendStreamingMessage
+            |  start(task)
+            v
+    TaskRunner --(asyncio task per turn)--> Agent.run_turn --> AgentLoop --> LLM, tools
+            |  every event: TaskStore.publish(event [, snapshot])
+            v
+    per-task journal (positions 1, 2, 3, ...) ----> readers: SSE streams, blocking sends,
+                                                     subscribers (on any replica, with Redis)
+
+Nothing reads events from the runner directly: a client that disconnects only stops its reader,
+and the turn goes on. Answer text goes out as artifact chunks, each one journal entry; the task
+snapshot is rewritten only at state changes and when the artifact is complete.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import uuid
+from dataclasses import dataclass, field
+
+from agent.agent import Agent
+from agent.events import (
+    AgentEvent,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+)
+from stores.base import MessageStore, TaskStore
+from stores.models import (
+    Artifact,
+    ArtifactUpdate,
+    ChatMessage,
+    Message,
+    Part,
+    Role,
+    StatusUpdate,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+ANSWER_ARTIFACT_NAME = "answer"
+
+
+def agent_message(task: Task, text: str) -> Message:
+    return Message(
+        message_id=str(uuid.uuid4()),
+        role=Role.AGENT,
+        parts=[Part(text=text)],
+        task_id=task.id,
+        context_id=task.context_id,
+    )
+
+
+@dataclass(kw_only=True)
+class _Turn:
+    """The running state of one task's turn: its snapshot and the answer artifact being streamed."""
+
+    task: Task
+    owner: str
+    artifact_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    chunks_sent: int = 0
+    held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
+    cancel_requested: bool = False
+    finished: bool = False
+
+
+class TaskRunner:
+    def __init__(self, agent: Agent, tasks: TaskStore, messages: MessageStore) -> None:
+        self._agent = agent
+        self._tasks = tasks
+        self._messages = messages
+        self._running: dict[tuple[str, str], tuple[asyncio.Task[None], _Turn]] = {}
+
+    def start(self, task: Task, user_message: Message, *, owner: str) -> None:
+        """Run the task's turn in the background; returns at once."""
+        turn = _Turn(task=task.model_copy(deep=True), owner=owner)
+        key = (owner, task.id)
+        job = asyncio.create_task(self._run(turn, user_message), name=f"turn-{task.id}")
+        self._running[key] = (job, turn)
+        job.add_done_callback(lambda _: self._running.pop(key, None))
+
+    def is_running(self, task_id: str, *, owner: str) -> bool:
+        return (owner, task_id) in self._running
+
+    async def cancel(self, task_id: str, *, owner: str) -> bool:
+        """Stop a turn running here, also mid-model-call; True if there was one."""
+        running = self._running.get((owner, task_id))
+        if running is None:
+            return False
+        job, turn = running
+        turn.cancel_requested = True
+        job.cancel()
+        await asyncio.wait([job])
+        if not turn.finished:
+            # Canceled before its first step ran: the job never got to record the cancel itself.
+            await self._set_state(turn, TaskState.CANCELED, "The task was canceled.")
+            await self._messages.release(turn.task.context_id, turn.task.id, owner=owner)
+        return True
+
+    async def shutdown(self) -> None:
+        """Stop every running turn (the process is going away)."""
+        jobs = [job for job, _ in self._running.values()]
+        for job in jobs:
+            job.cancel()
+        if jobs:
+            await asyncio.wait(jobs)
+
+    async def _run(self, turn: _Turn, user_message: Message) -> None:
+        task = turn.task
+        try:
+            await self._set_state(turn, TaskState.WORKING)
+            async for event in self._agent.run_turn(
+                owner=turn.owner,
+                context_id=task.context_id,
+                user_message=ChatMessage(role="user", content=user_message.text()),
+            ):
+                await self._on_event(turn, event)
+        except asyncio.CancelledError:
+            if not turn.cancel_requested:
+                raise
+            await self._set_state(turn, TaskState.CANCELED, "The task was canceled.")
+        except Exception:
+            logger.exception("task_id=<%s> | turn crashed", task.id)
+            await self._set_state(turn, TaskState.FAILED, "The agent hit an internal error.")
+        finally:
+            turn.finished = True
+            await self._messages.release(task.context_id, task.id, owner=turn.owner)
+
+    async def _on_event(self, turn: _Turn, event: AgentEvent) -> None:
+        match event:
+            case TextDelta(text=text):
+                if turn.held_chunk is not None:
+                    await self._send_chunk(turn, turn.held_chunk, last=False)
+                turn.held_chunk = text
+            case ToolCallStarted(name=name):
+                await self._progress(turn, f"calling {name}")
+            case ToolCallFinished(name=name, ok=ok):
+                await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+            case TurnCompleted():
+                await self._complete(turn, event)
+            case TurnFailed(reason=reason):
+                turn.task.metadata = {**(turn.task.metadata or {}), "usage": _usage(event)}
+                await self._set_state(turn, TaskState.FAILED, reason)
+            case _:
+                pass
+
+    async def _send_chunk(self, turn: _Turn, text: str, *, last: bool, snapshot: Task | None = None) -> None:
+        task = turn.task
+        update = ArtifactUpdate(
+            task_id=task.id,
+            context_id=task.context_id,
+            artifact=Artifact(artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]),
+            append=turn.chunks_sent > 0,
+            last_chunk=last,
+        )
+        turn.chunks_sent += 1
+        await self._tasks.publish(task.id, update, owner=turn.owner, snapshot=snapshot)
+
+    async def _complete(self, turn: _Turn, event: TurnCompleted) -> None:
+        task = turn.task
+        task.artifacts.append(
+            Artifact(artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=event.answer)])
+        )
+        task.history.append(agent_message(task, event.answer))
+        task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
+        final_chunk, turn.held_chunk = turn.held_chunk or "", None
+        await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
+        await self._set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
+
+    async def _progress(self, turn: _Turn, text: str) -> None:
+        """A WORKING status update with a short message; not a state change, so no snapshot."""
+        task = turn.task
+        update = StatusUpdate(
+            task_id=task.id,
+            context_id=task.context_id,
+            status=TaskStatus(state=TaskState.WORKING, message=agent_message(task, text)),
+        )
+        await self._tasks.publish(task.id, update, owner=turn.owner)
+
+    async def _set_state(
+        self,
+        turn: _Turn,
+        state: TaskState,
+        text: str | None = None,
+        *,
+        metadata: dict[str, object] | None = None,
+    ) -> None:
+        task = turn.task
+        task.status = TaskStatus(
+            state=state, message=agent_message(task, text) if text is not None else None
+        )
+        update = StatusUpdate(
+            task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
+        )
+        await self._tasks.publish(task.id, update, owner=turn.owner, snapshot=task)
+        logger.info("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
+
+
+def _usage(event: TurnCompleted | TurnFailed) -> dict[str, int]:
+    return {
+        "promptTokens": event.usage.prompt_tokens,
+        "completionTokens": event.usage.completion_tokens,
+        "llmCalls": event.llm_calls,
+        "toolCalls": event.tool_calls,
+    }

@@ -1,0 +1,206 @@
+"""Tools: plain Python functions described to the model by their type hints and docstrings.
+
+`FunctionTool` derives the name, description and JSON schema from a function; `Toolbox` runs the
+tool calls of one model response concurrently and turns every failure (exception, timeout, unknown
+tool, arguments that fail the schema) into an error result the model sees: tools never crash a turn.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import importlib
+import inspect
+import json
+import logging
+import re
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from pydantic import ConfigDict, ValidationError, create_model
+
+from stores.models import ToolCall
+
+logger = logging.getLogger(__name__)
+
+ToolFunction = Callable[..., Any] | Callable[..., Awaitable[Any]]
+
+
+class ToolLoadError(ValueError):
+    """A configured tool reference cannot be imported or described."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolResult:
+    call_id: str
+    name: str
+    content: str
+    ok: bool
+
+
+class FunctionTool:
+    """A sync or async function with type hints and a docstring, exposed as a tool."""
+
+    def __init__(self, function: ToolFunction) -> None:
+        if not callable(function) or not hasattr(function, "__name__"):
+            raise ToolLoadError(f"{function!r} is not a function")
+        self.function = function
+        self.name = function.__name__
+        summary, arg_docs = _parse_docstring(inspect.getdoc(function) or "")
+        if not summary:
+            raise ToolLoadError(f"tool {self.name!r} needs a docstring to describe it to the model")
+        self.description = summary
+        self._arguments_model = _arguments_model(function, arg_docs)
+        self.parameters: dict[str, Any] = self._arguments_model.model_json_schema()
+        self.parameters.pop("title", None)
+        self._is_async = inspect.iscoroutinefunction(function)
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-style function description sent to the model."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+    def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
+        """Check arguments against the schema; raises ValidationError."""
+        validated = self._arguments_model.model_validate(arguments)
+        return {name: getattr(validated, name) for name in type(validated).model_fields}
+
+    async def __call__(self, arguments: dict[str, Any]) -> Any:
+        if self._is_async:
+            return await self.function(**arguments)
+        # A sync tool runs in a worker thread so it cannot stall the event loop.
+        return await asyncio.to_thread(self.function, **arguments)
+
+
+def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
+    """The summary (text before any section) and the Google-style `Args:` descriptions."""
+    summary_lines: list[str] = []
+    args: dict[str, str] = {}
+    section = None
+    for line in doc.splitlines():
+        stripped = line.strip()
+        if re.fullmatch(r"[A-Z][A-Za-z ]*:", stripped):
+            section = stripped[:-1].lower()
+            continue
+        if section is None:
+            summary_lines.append(stripped)
+        elif section in ("args", "arguments", "parameters"):
+            match = re.match(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)", stripped)
+            if match:
+                args[match.group(1)] = match.group(2)
+    return " ".join(line for line in summary_lines if line).strip(), args
+
+
+def _arguments_model(function: ToolFunction, arg_docs: dict[str, str]) -> Any:
+    from pydantic import Field
+
+    signature = inspect.signature(function)
+    try:
+        hints = inspect.get_annotations(function, eval_str=True)
+    except Exception as exc:
+        raise ToolLoadError(f"cannot read the type hints of {function.__name__!r}: {exc}") from exc
+    fields: dict[str, Any] = {}
+    for name, parameter in signature.parameters.items():
+        if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
+            raise ToolLoadError(f"tool {function.__name__!r} cannot take *args or **kwargs")
+        if name not in hints:
+            raise ToolLoadError(f"parameter {name!r} of tool {function.__name__!r} has no type hint")
+        default = ... if parameter.default is parameter.empty else parameter.default
+        fields[name] = (hints[name], Field(default, description=arg_docs.get(name)))
+    return create_model(  # type: ignore[call-overload]
+        f"{function.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
+    )
+
+
+def load_tool_functions(references: Iterable[str]) -> list[FunctionTool]:
+    """Import `module:attribute` references; an attribute is a function or a list of functions."""
+    tools: list[FunctionTool] = []
+    for reference in references:
+        module_name, _, attribute = reference.partition(":")
+        if not module_name or not attribute:
+            raise ToolLoadError(f"tool reference {reference!r} is not of the form module:attribute")
+        try:
+            target = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError) as exc:
+            raise ToolLoadError(f"cannot load tool {reference!r}: {exc}") from exc
+        functions = target if isinstance(target, list | tuple) else [target]
+        tools.extend(FunctionTool(function) for function in functions)
+    return tools
+
+
+class Toolbox:
+    """The tools a turn may call, and how their calls are run."""
+
+    def __init__(
+        self, tools: Iterable[FunctionTool], *, concurrency: int = 5, timeout_s: float = 30.0
+    ) -> None:
+        self._tools: dict[str, FunctionTool] = {}
+        for tool in tools:
+            if tool.name in self._tools:
+                raise ToolLoadError(f"two tools are named {tool.name!r}")
+            self._tools[tool.name] = tool
+        self._concurrency = concurrency
+        self._timeout_s = timeout_s
+
+    @property
+    def tools(self) -> list[FunctionTool]:
+        return list(self._tools.values())
+
+    def schemas(self) -> list[dict[str, Any]]:
+        return [tool.schema() for tool in self._tools.values()]
+
+    async def run(
+        self,
+        calls: list[ToolCall],
+        *,
+        on_start: Callable[[ToolCall], None] = lambda call: None,
+        on_finish: Callable[[ToolResult], None] = lambda result: None,
+    ) -> list[ToolResult]:
+        """Run calls concurrently (bounded); results come back in call order."""
+        gate = asyncio.Semaphore(self._concurrency)
+
+        async def run_one(call: ToolCall) -> ToolResult:
+            async with gate:
+                on_start(call)
+                result = await self._run_one(call)
+                on_finish(result)
+                return result
+
+        return list(await asyncio.gather(*(run_one(call) for call in calls)))
+
+    async def _run_one(self, call: ToolCall) -> ToolResult:
+        def failed(message: str) -> ToolResult:
+            return ToolResult(call_id=call.id, name=call.name, content=f"Error: {message}", ok=False)
+
+        tool = self._tools.get(call.name)
+        if tool is None:
+            known = ", ".join(sorted(self._tools)) or "none"
+            return failed(f"unknown tool {call.name!r} (available: {known})")
+        try:
+            raw = json.loads(call.arguments) if call.arguments.strip() else {}
+            if not isinstance(raw, dict):
+                return failed(f"arguments of {call.name!r} must be a JSON object")
+            arguments = tool.validate(raw)
+        except json.JSONDecodeError as exc:
+            return failed(f"arguments of {call.name!r} are not valid JSON: {exc}")
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            return failed(f"invalid arguments for {call.name!r}: {details}")
+        try:
+            value = await asyncio.wait_for(tool(arguments), self._timeout_s)
+        except TimeoutError:
+            return failed(f"tool {call.name!r} timed out after {self._timeout_s:g} s")
+        except Exception as exc:
+            logger.info("tool=<%s> | tool raised %s", call.name, type(exc).__name__)
+            return failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        content = value if isinstance(value, str) else json.dumps(value, default=str)
+        return ToolResult(call_id=call.id, name=call.name, content=content, ok=True)

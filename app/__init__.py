@@ -1,0 +1,1 @@
+"""The HTTP service: A2A bindings, SSE, agent card, settings and wiring."""

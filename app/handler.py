@@ -1,0 +1,239 @@
+"""RequestHandler: the A2A operations, transport-neutral.
+
+It knows nothing of JSON-RPC or HTTP routes: bindings parse their wire format into these calls and
+render the results. Streams are journal readers: a stream is the task snapshot followed by the
+journal entries after the position that snapshot reflects.
+"""
+
+from __future__ import annotations
+
+import uuid
+from collections.abc import AsyncIterator
+from dataclasses import dataclass
+
+from agent.runner import TaskRunner
+from app.errors import (
+    ContentTypeNotSupportedError,
+    InvalidParamsError,
+    TaskNotCancelableError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+)
+from stores.base import InvalidPageToken, MessageStore, TaskPage, TaskQuery, TaskStore
+from stores.models import (
+    JournalEntry,
+    Message,
+    Role,
+    StatusUpdate,
+    Task,
+    TaskEvent,
+    TaskRecord,
+    TaskSnapshot,
+    TaskState,
+    TaskStatus,
+)
+
+SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SendRequest:
+    message: Message
+    return_immediately: bool = False
+
+
+def event_state(event: TaskEvent) -> TaskState | None:
+    match event:
+        case StatusUpdate(status=status):
+            return status.state
+        case TaskSnapshot(task=task):
+            return task.status.state
+        case _:
+            return None
+
+
+def ends_stream(event: TaskEvent, *, at_interrupt: bool) -> bool:
+    state = event_state(event)
+    return state is not None and (state.is_terminal or (at_interrupt and state.is_interrupted))
+
+
+class RequestHandler:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        messages: MessageStore,
+        runner: TaskRunner,
+        read_block_s: float = 15.0,
+    ) -> None:
+        self._tasks = tasks
+        self._messages = messages
+        self._runner = runner
+        self._read_block_s = read_block_s
+
+    async def send_message(self, request: SendRequest, *, owner: str) -> Task:
+        """Start (or continue) a task; unless asked to return at once, wait for it to settle."""
+        record = await self._begin(request.message, owner=owner)
+        if request.return_immediately:
+            return record.task
+        async for entry in self._tail(record.task.id, owner=owner, after=record.position, at_interrupt=True):
+            del entry  # only the end of the stream matters here
+        settled = await self._tasks.get(record.task.id, owner=owner)
+        return settled.task if settled is not None else record.task
+
+    async def stream_message(self, request: SendRequest, *, owner: str) -> AsyncIterator[JournalEntry]:
+        """Validate and start the task now (errors surface before any event), then stream it."""
+        record = await self._begin(request.message, owner=owner)
+        return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
+
+    async def get_task(self, task_id: str, *, owner: str) -> Task:
+        return (await self._require(task_id, owner=owner)).task
+
+    async def list_tasks(self, query: TaskQuery, *, owner: str) -> TaskPage:
+        try:
+            return await self._tasks.list(query, owner=owner)
+        except InvalidPageToken as exc:
+            raise InvalidParamsError(str(exc)) from exc
+
+    async def cancel_task(self, task_id: str, *, owner: str) -> Task:
+        record = await self._require(task_id, owner=owner)
+        state = record.task.status.state
+        if state == TaskState.CANCELED:
+            return record.task  # cancel is idempotent
+        if state.is_terminal:
+            raise TaskNotCancelableError(
+                f"Task {task_id!r} is in terminal state {state.value}", taskId=task_id
+            )
+        if not await self._runner.cancel(task_id, owner=owner):
+            # Not running here (waiting for input): record the cancel directly.
+            task = record.task
+            task.status = TaskStatus(state=TaskState.CANCELED)
+            update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+            await self._tasks.publish(task.id, update, owner=owner, snapshot=task)
+            await self._messages.release(task.context_id, task.id, owner=owner)
+        settled = await self._require(task_id, owner=owner)
+        if settled.task.status.state != TaskState.CANCELED:
+            raise TaskNotCancelableError(
+                f"Task {task_id!r} finished ({settled.task.status.state.value}) before it could be canceled",
+                taskId=task_id,
+            )
+        return settled.task
+
+    async def subscribe(
+        self, task_id: str, *, owner: str, last_event_id: int | None = None
+    ) -> AsyncIterator[JournalEntry]:
+        """The current task, then its live events; or, after a reconnect, just the missed events."""
+        record = await self._require(task_id, owner=owner)
+        if record.task.status.state.is_terminal and last_event_id is None:
+            raise UnsupportedOperationError(
+                f"Task {task_id!r} is in terminal state {record.task.status.state.value}",
+                taskId=task_id,
+            )
+        if last_event_id is not None:
+            return self._tail(task_id, owner=owner, after=last_event_id, at_interrupt=False)
+        return self._snapshot_then_tail(record, owner=owner, at_interrupt=False)
+
+    async def _require(self, task_id: str, *, owner: str) -> TaskRecord:
+        record = await self._tasks.get(task_id, owner=owner)
+        if record is None:
+            raise TaskNotFoundError(f"Task {task_id!r} not found", taskId=task_id)
+        return record
+
+    async def _begin(self, message: Message, *, owner: str) -> TaskRecord:
+        if message.role != Role.USER:
+            raise InvalidParamsError("message.role must be ROLE_USER")
+        for part in message.parts:
+            if part.media_type and part.media_type.split(";")[0].strip() not in SUPPORTED_INPUT_MODES:
+                raise ContentTypeNotSupportedError(
+                    f"Media type {part.media_type!r} is not supported;"
+                    f" supported: {', '.join(SUPPORTED_INPUT_MODES)}",
+                    mediaType=part.media_type,
+                )
+        if message.task_id:
+            return await self._continue(message, owner=owner)
+        context_id = message.context_id or str(uuid.uuid4())
+        task_id = str(uuid.uuid4())
+        holder = await self._messages.claim(context_id, task_id, owner=owner)
+        if holder is not None:
+            raise UnsupportedOperationError(
+                f"Context {context_id!r} already has a task in progress ({holder!r});"
+                " wait for it to finish, or cancel it, before sending another message",
+                contextId=context_id,
+                taskId=holder,
+            )
+        task = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.SUBMITTED),
+            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
+        )
+        try:
+            record = await self._tasks.create(task, owner=owner)
+        except BaseException:
+            await self._messages.release(context_id, task_id, owner=owner)
+            raise
+        self._runner.start(record.task, message, owner=owner)
+        return record
+
+    async def _continue(self, message: Message, *, owner: str) -> TaskRecord:
+        """A message on an existing task: only an interrupted task (waiting for input) takes one."""
+        assert message.task_id is not None
+        record = await self._require(message.task_id, owner=owner)
+        task = record.task
+        if message.context_id and message.context_id != task.context_id:
+            raise InvalidParamsError(
+                f"contextId {message.context_id!r} does not match the context {task.context_id!r}"
+                f" of task {task.id!r}",
+                taskId=task.id,
+            )
+        state = task.status.state
+        if state.is_terminal:
+            raise UnsupportedOperationError(
+                f"Task {task.id!r} is in terminal state {state.value}; start a new task instead",
+                taskId=task.id,
+            )
+        if not state.is_interrupted:
+            raise UnsupportedOperationError(
+                f"Task {task.id!r} is still working; wait for it to finish or cancel it",
+                taskId=task.id,
+            )
+        task.history.append(message.model_copy(update={"context_id": task.context_id}))
+        task.status = TaskStatus(state=TaskState.SUBMITTED)
+        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+        position = await self._tasks.publish(task.id, update, owner=owner, snapshot=task)
+        self._runner.start(task, message, owner=owner)
+        return TaskRecord(task=task, owner=owner, position=position)
+
+    async def _snapshot_then_tail(
+        self, record: TaskRecord, *, owner: str, at_interrupt: bool
+    ) -> AsyncIterator[JournalEntry]:
+        first = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
+        yield first
+        if ends_stream(first.event, at_interrupt=at_interrupt):
+            return
+        async for entry in self._tail(
+            record.task.id, owner=owner, after=record.position, at_interrupt=at_interrupt
+        ):
+            yield entry
+
+    async def _tail(
+        self, task_id: str, *, owner: str, after: int, at_interrupt: bool
+    ) -> AsyncIterator[JournalEntry]:
+        """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`)."""
+        while True:
+            entries = await self._tasks.read(
+                task_id, owner=owner, after=after, timeout_s=self._read_block_s
+            )
+            for entry in entries:
+                yield entry
+                after = entry.position
+                if ends_stream(entry.event, at_interrupt=at_interrupt):
+                    return
+            if not entries:
+                record = await self._tasks.get(task_id, owner=owner)
+                if record is None:
+                    return  # expired while we waited
+                if ends_stream(TaskSnapshot(task=record.task), at_interrupt=at_interrupt) and (
+                    record.position <= after
+                ):
+                    return

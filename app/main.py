@@ -1,0 +1,126 @@
+"""The app factory: builds stores, the agent and the bindings from Settings; owns their lifespan."""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from typing import Any
+
+from fastapi import FastAPI
+from starlette.responses import JSONResponse
+
+from agent.agent import Agent
+from agent.builtin_tools import BUILTIN_TOOLS
+from agent.demo_model import DemoModel
+from agent.litellm_client import LiteLLMClient
+from agent.llm import LLMClient
+from agent.loop import AgentLoop
+from agent.runner import TaskRunner
+from agent.tools import FunctionTool, Toolbox, load_tool_functions
+from app.card import AgentCardEndpoint, build_card, package_version
+from app.handler import RequestHandler
+from app.jsonrpc import JsonRpcBinding
+from app.settings import Settings
+from stores.memory import InMemoryMessageStore, InMemoryTaskStore
+
+logger = logging.getLogger(__name__)
+
+
+def build_llm(settings: Settings) -> LLMClient:
+    if settings.uses_demo_model:
+        return DemoModel()
+    assert settings.llm_model is not None
+    return LiteLLMClient(
+        model=settings.llm_model,
+        api_base=settings.llm_api_base,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        timeout_s=settings.llm_timeout_s,
+        num_retries=settings.llm_num_retries,
+    )
+
+
+def create_app(
+    settings: Settings,
+    *,
+    tools: list[Callable[..., Any]] | None = None,
+    llm: LLMClient | None = None,
+) -> FastAPI:
+    """Build the server. `tools` and `llm` let an embedding program add tools or a model client."""
+    function_tools = load_tool_functions(settings.agent_tools) + [
+        FunctionTool(function) for function in tools or []
+    ]
+    if settings.uses_demo_model:
+        function_tools = [FunctionTool(function) for function in BUILTIN_TOOLS] + function_tools
+    toolbox = Toolbox(
+        function_tools,
+        concurrency=settings.agent_tool_concurrency,
+        timeout_s=settings.agent_tool_timeout_s,
+    )
+    llm_client = llm or build_llm(settings)
+    tasks = InMemoryTaskStore(ttl_s=settings.task_ttl_s)
+    messages = InMemoryMessageStore(ttl_s=settings.task_ttl_s)
+    loop = AgentLoop(
+        llm_client,
+        toolbox,
+        system_prompt=settings.agent_system_prompt,
+        max_iterations=settings.agent_max_iterations,
+    )
+    agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
+    runner = TaskRunner(agent, tasks, messages)
+    handler = RequestHandler(tasks=tasks, messages=messages, runner=runner)
+    model_ready = asyncio.Event()
+
+    @asynccontextmanager
+    async def lifespan(_: FastAPI) -> AsyncIterator[None]:
+        if settings.uses_demo_model:
+            logger.warning(
+                "model=<demo> | serving the built-in OFFLINE DEMO model; set LLM_MODEL to use a real one"
+            )
+        else:
+            logger.info("model=<%s> | using LiteLLM", settings.llm_model)
+        warm_up = asyncio.create_task(_warm_up(llm_client, model_ready))
+        try:
+            yield
+        finally:
+            warm_up.cancel()
+            await runner.shutdown()
+
+    app = FastAPI(
+        title="a2a-agent-server",
+        version=package_version(),
+        lifespan=lifespan,
+        docs_url=None,
+        redoc_url=None,
+    )
+    card = AgentCardEndpoint(build_card(settings, toolbox.tools))
+    app.add_api_route("/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/.well-known/agent.json", card, methods=["GET"], include_in_schema=False)
+    app.add_api_route("/", JsonRpcBinding(handler), methods=["POST"], include_in_schema=False)
+
+    @app.get("/healthz", include_in_schema=False)
+    async def healthz() -> JSONResponse:
+        return JSONResponse({"status": "ok"})
+
+    @app.get("/readyz", include_in_schema=False)
+    async def readyz() -> JSONResponse:
+        if not model_ready.is_set():
+            return JSONResponse({"status": "starting", "model": "loading"}, status_code=503)
+        return JSONResponse({"status": "ready"})
+
+    app.state.settings = settings
+    app.state.handler = handler
+    return app
+
+
+async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
+    """Load the model adapter (LiteLLM's slow import) off the request path."""
+    warm_up = getattr(llm, "warm_up", None)
+    if warm_up is not None:
+        try:
+            await warm_up()
+        except Exception:
+            logger.exception("model adapter failed to load")
+            return
+    ready.set()

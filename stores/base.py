@@ -1,0 +1,98 @@
+"""Store interfaces. Every method takes the owner: it is part of every key (structural scoping)."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from dataclasses import dataclass
+from datetime import datetime
+
+from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskState
+
+ANONYMOUS = "anonymous"
+"""The owner of every resource until authentication exists."""
+
+
+class StoreError(Exception):
+    """Base for store failures."""
+
+
+class StoreUnavailable(StoreError):
+    """The backend cannot be reached; the request may be retried later."""
+
+
+class InvalidPageToken(StoreError):
+    """A list page token that this store did not issue."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskQuery:
+    context_id: str | None = None
+    state: TaskState | None = None
+    status_after: datetime | None = None
+    page_size: int = 50
+    page_token: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskPage:
+    tasks: list[Task]
+    next_page_token: str
+    total_size: int
+
+
+class TaskStore(ABC):
+    """Task snapshots, their per-task event journal, and the indexes that list them.
+
+    The journal is the single source of events: a task's events are numbered 1, 2, 3, ... (the
+    position, also the task's generation counter), and a snapshot records the position it reflects.
+    So a reader that takes a snapshot and then reads the journal after its position sees every
+    event exactly once: no gap, no duplicate.
+    """
+
+    @abstractmethod
+    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+        """Store a new task; its journal starts with the task itself at position 1."""
+
+    @abstractmethod
+    async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
+        """Return the task, or None if it does not exist or is not the owner's."""
+
+    @abstractmethod
+    async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
+        """The owner's tasks, newest status first, one page at a time."""
+
+    @abstractmethod
+    async def publish(
+        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+    ) -> int:
+        """Append an event to the journal and return its position.
+
+        When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
+        as reflecting this position. Chunks are published without one (cheap streaming).
+        """
+
+    @abstractmethod
+    async def read(
+        self, task_id: str, *, owner: str, after: int, timeout_s: float
+    ) -> list[JournalEntry]:
+        """Journal entries after `after`, waiting up to `timeout_s` for the first one to arrive."""
+
+
+class MessageStore(ABC):
+    """The conversation of each context, in the model's terms, and its one-turn-at-a-time claim."""
+
+    @abstractmethod
+    async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
+        """The most recent `limit` messages (or fewer), oldest first. Reads only that window."""
+
+    @abstractmethod
+    async def append(self, context_id: str, messages: list[ChatMessage], *, owner: str) -> None:
+        """Append messages as one unit: all of them or none."""
+
+    @abstractmethod
+    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        """Make `task_id` the context's running task; return the holder if another task has it."""
+
+    @abstractmethod
+    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+        """Give up the claim, if `task_id` holds it."""

@@ -1,0 +1,150 @@
+"""In-memory stores: one process, nothing survives a restart. The embedded default.
+
+They hand out copies, so a caller that forgets to save sees the same thing every other caller does
+(as a2a-python's CopyingTaskStoreAdapter does), and they expire idle tasks and conversations after
+the TTL so a long-running process does not grow forever.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import time
+from collections import deque
+from dataclasses import dataclass, field
+
+from stores.base import MessageStore, TaskPage, TaskQuery, TaskStore
+from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
+from stores.paging import decode_cursor, encode_cursor
+
+
+def _timestamp_ms(task: Task) -> int:
+    return int(task.status.timestamp.timestamp() * 1000)
+
+
+@dataclass
+class _StoredTask:
+    task: Task
+    position: int
+    journal: deque[JournalEntry]
+    touched: float
+    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+
+
+class _Expiring:
+    """Drops entries idle for longer than the TTL; sweeps at most once a minute."""
+
+    def __init__(self, ttl_s: float) -> None:
+        self._ttl_s = ttl_s
+        self._next_sweep = 0.0
+
+    def _sweep(self, entries: dict, touched_of) -> None:  # type: ignore[type-arg,no-untyped-def]
+        now = time.monotonic()
+        if now < self._next_sweep:
+            return
+        self._next_sweep = now + 60
+        for key in [key for key, value in entries.items() if now - touched_of(value) > self._ttl_s]:
+            del entries[key]
+
+
+class InMemoryTaskStore(TaskStore, _Expiring):
+    def __init__(self, *, ttl_s: float = 7 * 24 * 3600, journal_max: int = 10_000) -> None:
+        _Expiring.__init__(self, ttl_s)
+        self._journal_max = journal_max
+        self._tasks: dict[tuple[str, str], _StoredTask] = {}
+
+    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+        self._sweep(self._tasks, lambda stored: stored.touched)
+        stored = _StoredTask(
+            task=task.model_copy(deep=True),
+            position=1,
+            journal=deque(
+                [JournalEntry(position=1, event=TaskSnapshot(task=task.model_copy(deep=True)))],
+                maxlen=self._journal_max,
+            ),
+            touched=time.monotonic(),
+        )
+        self._tasks[(owner, task.id)] = stored
+        return TaskRecord(task=task.model_copy(deep=True), owner=owner, position=1)
+
+    async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
+        stored = self._tasks.get((owner, task_id))
+        if stored is None:
+            return None
+        return TaskRecord(task=stored.task.model_copy(deep=True), owner=owner, position=stored.position)
+
+    async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
+        matching = [
+            stored.task
+            for (task_owner, _), stored in self._tasks.items()
+            if task_owner == owner
+            and (query.context_id is None or stored.task.context_id == query.context_id)
+            and (query.state is None or stored.task.status.state == query.state)
+            and (query.status_after is None or stored.task.status.timestamp >= query.status_after)
+        ]
+        matching.sort(key=lambda task: (_timestamp_ms(task), task.id), reverse=True)
+        start = 0
+        if query.page_token:
+            cursor = decode_cursor(query.page_token)
+            start = next(
+                (i for i, task in enumerate(matching) if (_timestamp_ms(task), task.id) < cursor),
+                len(matching),
+            )
+        page = matching[start : start + query.page_size]
+        more = start + query.page_size < len(matching)
+        token = encode_cursor(_timestamp_ms(page[-1]), page[-1].id) if more and page else ""
+        return TaskPage(
+            tasks=[task.model_copy(deep=True) for task in page],
+            next_page_token=token,
+            total_size=len(matching),
+        )
+
+    async def publish(
+        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+    ) -> int:
+        stored = self._tasks[(owner, task_id)]
+        stored.position += 1
+        stored.journal.append(JournalEntry(position=stored.position, event=event))
+        stored.touched = time.monotonic()
+        if snapshot is not None:
+            stored.task = snapshot.model_copy(deep=True)
+        arrived, stored.arrived = stored.arrived, asyncio.Event()
+        arrived.set()
+        return stored.position
+
+    async def read(
+        self, task_id: str, *, owner: str, after: int, timeout_s: float
+    ) -> list[JournalEntry]:
+        stored = self._tasks.get((owner, task_id))
+        if stored is None:
+            return []
+        if stored.position <= after and timeout_s > 0:
+            try:
+                await asyncio.wait_for(stored.arrived.wait(), timeout_s)
+            except TimeoutError:
+                return []
+        return [entry for entry in stored.journal if entry.position > after]
+
+
+class InMemoryMessageStore(MessageStore, _Expiring):
+    def __init__(self, *, ttl_s: float = 7 * 24 * 3600) -> None:
+        _Expiring.__init__(self, ttl_s)
+        self._conversations: dict[tuple[str, str], tuple[list[ChatMessage], float]] = {}
+        self._claims: dict[tuple[str, str], str] = {}
+
+    async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
+        messages, _ = self._conversations.get((owner, context_id), ([], 0.0))
+        return [message.model_copy(deep=True) for message in messages[-limit:]] if limit > 0 else []
+
+    async def append(self, context_id: str, messages: list[ChatMessage], *, owner: str) -> None:
+        self._sweep(self._conversations, lambda value: value[1])
+        existing, _ = self._conversations.get((owner, context_id), ([], 0.0))
+        copies = [message.model_copy(deep=True) for message in messages]
+        self._conversations[(owner, context_id)] = (existing + copies, time.monotonic())
+
+    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        holder = self._claims.setdefault((owner, context_id), task_id)
+        return None if holder == task_id else holder
+
+    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+        if self._claims.get((owner, context_id)) == task_id:
+            del self._claims[(owner, context_id)]

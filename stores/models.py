@@ -1,0 +1,214 @@
+"""Domain records: A2A tasks and their events, and the conversation messages a model sees.
+
+These are our internal models, not a wire format. Field names are snake_case; the alias generator
+gives them the camelCase names of the A2A 1.0 ProtoJSON form, so the 1.0 binding is a near-identity
+translation and other generations (0.3) translate at the edge. Enum values use the 1.0 proto names.
+"""
+
+from __future__ import annotations
+
+import enum
+import json
+from datetime import UTC, datetime
+from typing import Annotated, Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic.alias_generators import to_camel
+
+
+class Record(BaseModel):
+    """Base for every record: camelCase aliases, snake_case accepted, unknown fields ignored."""
+
+    model_config = ConfigDict(
+        alias_generator=to_camel, populate_by_name=True, extra="ignore", frozen=False
+    )
+
+
+def utc_now() -> datetime:
+    return datetime.now(UTC)
+
+
+def iso_timestamp(moment: datetime) -> str:
+    """ISO-8601 UTC with millisecond precision and a Z suffix (A2A spec section 5.6.1)."""
+    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+
+
+class TaskState(enum.StrEnum):
+    UNSPECIFIED = "TASK_STATE_UNSPECIFIED"
+    SUBMITTED = "TASK_STATE_SUBMITTED"
+    WORKING = "TASK_STATE_WORKING"
+    COMPLETED = "TASK_STATE_COMPLETED"
+    FAILED = "TASK_STATE_FAILED"
+    CANCELED = "TASK_STATE_CANCELED"
+    INPUT_REQUIRED = "TASK_STATE_INPUT_REQUIRED"
+    REJECTED = "TASK_STATE_REJECTED"
+    AUTH_REQUIRED = "TASK_STATE_AUTH_REQUIRED"
+
+    @property
+    def is_terminal(self) -> bool:
+        return self in _TERMINAL
+
+    @property
+    def is_interrupted(self) -> bool:
+        return self in _INTERRUPTED
+
+    @property
+    def is_active(self) -> bool:
+        """A turn is (or is about to be) running for the task."""
+        return self in (TaskState.SUBMITTED, TaskState.WORKING)
+
+
+_TERMINAL = frozenset(
+    {TaskState.COMPLETED, TaskState.FAILED, TaskState.CANCELED, TaskState.REJECTED}
+)
+_INTERRUPTED = frozenset({TaskState.INPUT_REQUIRED, TaskState.AUTH_REQUIRED})
+
+
+class Role(enum.StrEnum):
+    UNSPECIFIED = "ROLE_UNSPECIFIED"
+    USER = "ROLE_USER"
+    AGENT = "ROLE_AGENT"
+
+
+class Part(Record):
+    """One piece of content: exactly one of text, raw (base64), url or data."""
+
+    text: str | None = None
+    raw: str | None = None
+    url: str | None = None
+    data: Any = None
+    media_type: str | None = None
+    filename: str | None = None
+    metadata: dict[str, Any] | None = None
+
+    @model_validator(mode="after")
+    def _exactly_one_content(self) -> Part:
+        present = [
+            name
+            for name in ("text", "raw", "url")
+            if getattr(self, name) is not None
+        ] + (["data"] if "data" in self.model_fields_set else [])
+        if len(present) != 1:
+            raise ValueError(
+                "a part must have exactly one of 'text', 'raw', 'url' or 'data'"
+                f" (got {present or 'none'})"
+            )
+        return self
+
+
+class Message(Record):
+    message_id: str = Field(min_length=1)
+    role: Role
+    parts: list[Part] = Field(min_length=1)
+    context_id: str | None = None
+    task_id: str | None = None
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+    reference_task_ids: list[str] | None = None
+
+    def text(self) -> str:
+        """The message's text parts joined; data parts rendered as JSON."""
+        return "\n".join(part_as_text(part) for part in self.parts)
+
+
+def part_as_text(part: Part) -> str:
+    if part.text is not None:
+        return part.text
+    if "data" in part.model_fields_set:
+        return json.dumps(part.data)
+    if part.url is not None:
+        return f"[file: {part.filename or part.url} ({part.media_type or 'unknown type'})]"
+    return f"[file: {part.filename or 'inline'} ({part.media_type or 'unknown type'})]"
+
+
+Timestamp = Annotated[datetime, PlainSerializer(lambda moment: iso_timestamp(moment), when_used="json")]
+
+
+class TaskStatus(Record):
+    state: TaskState
+    message: Message | None = None
+    timestamp: Timestamp = Field(default_factory=utc_now)
+
+
+class Artifact(Record):
+    artifact_id: str
+    parts: list[Part] = Field(min_length=1)
+    name: str | None = None
+    description: str | None = None
+    metadata: dict[str, Any] | None = None
+    extensions: list[str] | None = None
+
+
+class Task(Record):
+    """The latest snapshot of a task as clients see it."""
+
+    id: str
+    context_id: str
+    status: TaskStatus
+    artifacts: list[Artifact] = Field(default_factory=list)
+    history: list[Message] = Field(default_factory=list)
+    metadata: dict[str, Any] | None = None
+
+
+class StatusUpdate(Record):
+    kind: Literal["status"] = "status"
+    task_id: str
+    context_id: str
+    status: TaskStatus
+    metadata: dict[str, Any] | None = None
+
+
+class ArtifactUpdate(Record):
+    kind: Literal["artifact"] = "artifact"
+    task_id: str
+    context_id: str
+    artifact: Artifact
+    append: bool = False
+    last_chunk: bool = False
+    metadata: dict[str, Any] | None = None
+
+
+class TaskSnapshot(Record):
+    """A journal entry carrying a whole task (the first event of a task's journal)."""
+
+    kind: Literal["task"] = "task"
+    task: Task
+
+
+TaskEvent = Annotated[StatusUpdate | ArtifactUpdate | TaskSnapshot, Field(discriminator="kind")]
+
+
+class JournalEntry(BaseModel):
+    """An event with its position in the task's journal (the SSE `id:`)."""
+
+    model_config = ConfigDict(frozen=True)
+
+    position: int
+    event: TaskEvent
+
+
+class TaskRecord(BaseModel):
+    """A stored task: the snapshot plus the journal position it reflects."""
+
+    task: Task
+    owner: str
+    position: int
+
+
+# --- The conversation the model sees (per context) ---------------------------------------------
+
+
+class ToolCall(BaseModel):
+    id: str
+    name: str
+    arguments: str  # JSON text, as the model produced it
+
+
+class ChatMessage(BaseModel):
+    """One message of a conversation in the model's terms (user, assistant, tool)."""
+
+    role: Literal["user", "assistant", "tool"]
+    content: str | None = None
+    tool_calls: list[ToolCall] | None = None
+    tool_call_id: str | None = None
+    name: str | None = None
