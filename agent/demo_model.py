@@ -35,7 +35,9 @@ class DemoModel:
                 name="text_stats",
                 arguments=json.dumps({"text": user_text}),
             )
-            yield LLMResponse(content="", tool_calls=[call], finish_reason="tool_calls", usage=usage)
+            yield LLMResponse(
+                content="", tool_calls=[call], finish_reason="tool_calls", usage=usage
+            )
             return
         answer = self._answer(user_text, last, len(user_turns))
         words = answer.split(" ")
@@ -55,7 +57,9 @@ class DemoModel:
         if last["role"] == "tool":
             try:
                 measured = json.loads(str(last["content"]))
-                stats = f" That is {measured['words']} words and {measured['characters']} characters."
+                stats = (
+                    f" That is {measured['words']} words and {measured['characters']} characters."
+                )
             except (ValueError, KeyError, TypeError):
                 stats = f" The tool said: {last['content']}."
         return (

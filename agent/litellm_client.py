@@ -98,7 +98,10 @@ class LiteLLMClient:
                     delay = self._retry_backoff_s * 2 ** (attempt - 1)
                     logger.warning(
                         "model=<%s>, attempt=<%d> | transient model error %s, retrying in %.1fs",
-                        self._model, attempt, type(exc).__name__, delay,
+                        self._model,
+                        attempt,
+                        type(exc).__name__,
+                        delay,
                     )
                     await asyncio.sleep(delay)
                     continue
@@ -150,11 +153,16 @@ class LiteLLMClient:
                     slot["name"] += call.function.name or ""
                     slot["arguments"] += call.function.arguments or ""
         tool_calls = [
-            ToolCall(id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"])
+            ToolCall(
+                id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"]
+            )
             for index, slot in sorted(calls.items())
         ]
         yield LLMResponse(
-            content="".join(content), tool_calls=tool_calls, finish_reason=finish_reason, usage=usage
+            content="".join(content),
+            tool_calls=tool_calls,
+            finish_reason=finish_reason,
+            usage=usage,
         )
 
     def _describe(self, exc: Exception) -> str:

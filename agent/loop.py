@@ -10,7 +10,7 @@ from __future__ import annotations
 import asyncio
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any
 
 from agent.events import (
@@ -38,7 +38,7 @@ ANSWER_SEPARATOR = "\n\n"
 
 @dataclass(kw_only=True, slots=True)
 class _Tally:
-    usage: Usage = Usage()
+    usage: Usage = field(default_factory=Usage)
     llm_calls: int = 0
     tool_calls: int = 0
 
@@ -48,7 +48,11 @@ def to_llm_message(message: ChatMessage) -> dict[str, Any]:
     payload: dict[str, Any] = {"role": message.role, "content": message.content}
     if message.tool_calls:
         payload["tool_calls"] = [
-            {"id": call.id, "type": "function", "function": {"name": call.name, "arguments": call.arguments}}
+            {
+                "id": call.id,
+                "type": "function",
+                "function": {"name": call.name, "arguments": call.arguments},
+            }
             for call in message.tool_calls
         ]
     if message.role == "tool":
@@ -86,7 +90,9 @@ class AgentLoop:
             response: LLMResponse | None = None
             separate = bool(answer)  # this call's text starts a new paragraph of the answer
             try:
-                async for item in self._llm.stream(LLMRequest(messages=messages, tools=self._toolbox.schemas())):
+                async for item in self._llm.stream(
+                    LLMRequest(messages=messages, tools=self._toolbox.schemas())
+                ):
                     if isinstance(item, LLMText):
                         if not item.text:
                             continue
@@ -134,7 +140,12 @@ class AgentLoop:
                 yield event
             tally.tool_calls += len(results)
             unit = [assistant] + [
-                ChatMessage(role="tool", content=result.content, tool_call_id=result.call_id, name=result.name)
+                ChatMessage(
+                    role="tool",
+                    content=result.content,
+                    tool_call_id=result.call_id,
+                    name=result.name,
+                )
                 for result in results
             ]
             messages.extend(to_llm_message(message) for message in unit)
@@ -153,7 +164,9 @@ class AgentLoop:
         execution = asyncio.create_task(
             self._toolbox.run(
                 calls,
-                on_start=lambda call: events.put_nowait(ToolCallStarted(call_id=call.id, name=call.name)),
+                on_start=lambda call: events.put_nowait(
+                    ToolCallStarted(call_id=call.id, name=call.name)
+                ),
                 on_finish=lambda result: events.put_nowait(
                     ToolCallFinished(call_id=result.call_id, name=result.name, ok=result.ok)
                 ),

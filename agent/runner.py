@@ -152,12 +152,16 @@ class TaskRunner:
             case _:
                 pass
 
-    async def _send_chunk(self, turn: _Turn, text: str, *, last: bool, snapshot: Task | None = None) -> None:
+    async def _send_chunk(
+        self, turn: _Turn, text: str, *, last: bool, snapshot: Task | None = None
+    ) -> None:
         task = turn.task
         update = ArtifactUpdate(
             task_id=task.id,
             context_id=task.context_id,
-            artifact=Artifact(artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]),
+            artifact=Artifact(
+                artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]
+            ),
             append=turn.chunks_sent > 0,
             last_chunk=last,
         )
@@ -167,7 +171,11 @@ class TaskRunner:
     async def _complete(self, turn: _Turn, event: TurnCompleted) -> None:
         task = turn.task
         task.artifacts.append(
-            Artifact(artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=event.answer)])
+            Artifact(
+                artifact_id=turn.artifact_id,
+                name=ANSWER_ARTIFACT_NAME,
+                parts=[Part(text=event.answer)],
+            )
         )
         task.history.append(agent_message(task, event.answer))
         task.metadata = {**(task.metadata or {}), "usage": _usage(event)}

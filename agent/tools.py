@@ -110,7 +110,9 @@ def _arguments_model(function: ToolFunction, arg_docs: dict[str, str]) -> Any:
         if parameter.kind in (parameter.VAR_POSITIONAL, parameter.VAR_KEYWORD):
             raise ToolLoadError(f"tool {function.__name__!r} cannot take *args or **kwargs")
         if name not in hints:
-            raise ToolLoadError(f"parameter {name!r} of tool {function.__name__!r} has no type hint")
+            raise ToolLoadError(
+                f"parameter {name!r} of tool {function.__name__!r} has no type hint"
+            )
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[name] = (hints[name], Field(default, description=arg_docs.get(name)))
     return create_model(  # type: ignore[call-overload]
@@ -176,7 +178,9 @@ class Toolbox:
 
     async def _run_one(self, call: ToolCall) -> ToolResult:
         def failed(message: str) -> ToolResult:
-            return ToolResult(call_id=call.id, name=call.name, content=f"Error: {message}", ok=False)
+            return ToolResult(
+                call_id=call.id, name=call.name, content=f"Error: {message}", ok=False
+            )
 
         tool = self._tools.get(call.name)
         if tool is None:

@@ -76,12 +76,16 @@ class RequestHandler:
         record = await self._begin(request.message, owner=owner)
         if request.return_immediately:
             return record.task
-        async for entry in self._tail(record.task.id, owner=owner, after=record.position, at_interrupt=True):
+        async for entry in self._tail(
+            record.task.id, owner=owner, after=record.position, at_interrupt=True
+        ):
             del entry  # only the end of the stream matters here
         settled = await self._tasks.get(record.task.id, owner=owner)
         return settled.task if settled is not None else record.task
 
-    async def stream_message(self, request: SendRequest, *, owner: str) -> AsyncIterator[JournalEntry]:
+    async def stream_message(
+        self, request: SendRequest, *, owner: str
+    ) -> AsyncIterator[JournalEntry]:
         """Validate and start the task now (errors surface before any event), then stream it."""
         record = await self._begin(request.message, owner=owner)
         return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
@@ -114,7 +118,8 @@ class RequestHandler:
         settled = await self._require(task_id, owner=owner)
         if settled.task.status.state != TaskState.CANCELED:
             raise TaskNotCancelableError(
-                f"Task {task_id!r} finished ({settled.task.status.state.value}) before it could be canceled",
+                f"Task {task_id!r} finished ({settled.task.status.state.value})"
+                " before it could be canceled",
                 taskId=task_id,
             )
         return settled.task
@@ -143,7 +148,10 @@ class RequestHandler:
         if message.role != Role.USER:
             raise InvalidParamsError("message.role must be ROLE_USER")
         for part in message.parts:
-            if part.media_type and part.media_type.split(";")[0].strip() not in SUPPORTED_INPUT_MODES:
+            if (
+                part.media_type
+                and part.media_type.split(";")[0].strip() not in SUPPORTED_INPUT_MODES
+            ):
                 raise ContentTypeNotSupportedError(
                     f"Media type {part.media_type!r} is not supported;"
                     f" supported: {', '.join(SUPPORTED_INPUT_MODES)}",

@@ -47,7 +47,12 @@ ParamsT = TypeVar("ParamsT", bound=BaseModel)
 SSE_PING_S = 15
 
 # curl -d sends form-urlencoded by default; a JSON body under that type is still taken as JSON.
-_JSON_LIKE_TYPES = ("application/json", "application/a2a+json", "application/x-www-form-urlencoded", "")
+_JSON_LIKE_TYPES = (
+    "application/json",
+    "application/a2a+json",
+    "application/x-www-form-urlencoded",
+    "",
+)
 
 
 def _dumps(payload: Any) -> str:
@@ -94,7 +99,9 @@ def _check_version(request: Request) -> None:
 class JsonRpcBinding:
     def __init__(self, handler: RequestHandler) -> None:
         self._handler = handler
-        self._methods: dict[str, Callable[[dict[str, Any], JsonId, Request], Awaitable[Response]]] = {
+        self._methods: dict[
+            str, Callable[[dict[str, Any], JsonId, Request], Awaitable[Response]]
+        ] = {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
             "GetTask": self._get_task,
@@ -106,7 +113,9 @@ class JsonRpcBinding:
     async def __call__(self, request: Request) -> Response:
         request_id: JsonId = None
         try:
-            payload = self._parse_body(request.headers.get("content-type", ""), await request.body())
+            payload = self._parse_body(
+                request.headers.get("content-type", ""), await request.body()
+            )
             request_id = payload.get("id") if isinstance(payload.get("id"), str | int) else None
             method, params = self._envelope(payload)
             _check_version(request)
@@ -173,7 +182,9 @@ class JsonRpcBinding:
             return_immediately=bool(configuration and configuration.return_immediately),
         )
 
-    async def _send_message(self, params: dict[str, Any], request_id: JsonId, request: Request) -> Response:
+    async def _send_message(
+        self, params: dict[str, Any], request_id: JsonId, request: Request
+    ) -> Response:
         parsed = _parse(SendMessageParams, params)
         task = await self._handler.send_message(self._send_request(parsed), owner=ANONYMOUS)
         history_length = parsed.configuration.history_length if parsed.configuration else None
@@ -186,12 +197,16 @@ class JsonRpcBinding:
         entries = await self._handler.stream_message(self._send_request(parsed), owner=ANONYMOUS)
         return self._stream(request_id, entries)
 
-    async def _get_task(self, params: dict[str, Any], request_id: JsonId, request: Request) -> Response:
+    async def _get_task(
+        self, params: dict[str, Any], request_id: JsonId, request: Request
+    ) -> Response:
         parsed = _parse(TaskIdParams, params)
         task = await self._handler.get_task(parsed.id, owner=ANONYMOUS)
         return self._result(request_id, render_task(task, history_length=parsed.history_length))
 
-    async def _list_tasks(self, params: dict[str, Any], request_id: JsonId, request: Request) -> Response:
+    async def _list_tasks(
+        self, params: dict[str, Any], request_id: JsonId, request: Request
+    ) -> Response:
         parsed = _parse(ListTasksParams, params)
         page_size = parsed.page_size or 50
         query = TaskQuery(
@@ -212,7 +227,9 @@ class JsonRpcBinding:
             ),
         )
 
-    async def _cancel_task(self, params: dict[str, Any], request_id: JsonId, request: Request) -> Response:
+    async def _cancel_task(
+        self, params: dict[str, Any], request_id: JsonId, request: Request
+    ) -> Response:
         parsed = _parse(TaskIdParams, params)
         task = await self._handler.cancel_task(parsed.id, owner=ANONYMOUS)
         return self._result(request_id, render_task(task))
@@ -227,7 +244,9 @@ class JsonRpcBinding:
             try:
                 after = int(last_event_id)
             except ValueError as exc:
-                raise InvalidParamsError(f"Last-Event-ID {last_event_id!r} is not an event id") from exc
+                raise InvalidParamsError(
+                    f"Last-Event-ID {last_event_id!r} is not an event id"
+                ) from exc
         entries = await self._handler.subscribe(parsed.id, owner=ANONYMOUS, last_event_id=after)
         return self._stream(request_id, entries)
 
@@ -236,7 +255,11 @@ class JsonRpcBinding:
         async def events() -> AsyncIterator[dict[str, str]]:
             try:
                 async for entry in entries:
-                    payload = {"jsonrpc": "2.0", "id": request_id, "result": render_event(entry.event)}
+                    payload = {
+                        "jsonrpc": "2.0",
+                        "id": request_id,
+                        "result": render_event(entry.event),
+                    }
                     yield {"id": str(entry.position), "data": _dumps(payload)}
             except StoreUnavailable:
                 yield {"data": _dumps(error_payload(request_id, StoreUnavailableError()))}

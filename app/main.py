@@ -76,7 +76,8 @@ def create_app(
     async def lifespan(_: FastAPI) -> AsyncIterator[None]:
         if settings.uses_demo_model:
             logger.warning(
-                "model=<demo> | serving the built-in OFFLINE DEMO model; set LLM_MODEL to use a real one"
+                "model=<demo> | serving the built-in OFFLINE DEMO model;"
+                " set LLM_MODEL to use a real one"
             )
         else:
             logger.info("model=<%s> | using LiteLLM", settings.llm_model)
@@ -95,7 +96,9 @@ def create_app(
         redoc_url=None,
     )
     card = AgentCardEndpoint(build_card(settings, toolbox.tools))
-    app.add_api_route("/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False)
+    app.add_api_route(
+        "/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False
+    )
     app.add_api_route("/.well-known/agent.json", card, methods=["GET"], include_in_schema=False)
     app.add_api_route("/", JsonRpcBinding(handler), methods=["POST"], include_in_schema=False)
 

@@ -19,7 +19,8 @@ class Settings(BaseSettings):
     )
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
-        "A helpful assistant that can use tools.", description="Agent description in the agent card."
+        "A helpful assistant that can use tools.",
+        description="Agent description in the agent card.",
     )
     agent_system_prompt: str = Field(
         "You are a helpful assistant.",
@@ -40,7 +41,8 @@ class Settings(BaseSettings):
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
     llm_model: str | None = Field(
-        None, description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model."
+        None,
+        description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model.",
     )
     llm_api_base: str | None = Field(None, description="Base URL of the model's API.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the model provider.")
@@ -51,7 +53,9 @@ class Settings(BaseSettings):
     redis_url: str | None = Field(
         None, description="Redis URL (`redis://` or `rediss://`); unset = in-memory stores."
     )
-    task_ttl_s: int = Field(7 * 24 * 3600, gt=0, description="Idle time after which a task expires.")
+    task_ttl_s: int = Field(
+        7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
+    )
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
 
     @field_validator("agent_tools", mode="before")
@@ -75,3 +79,16 @@ class Settings(BaseSettings):
     @property
     def uses_demo_model(self) -> bool:
         return not self.llm_model
+
+
+def configuration_table() -> str:
+    """The README's configuration table, rendered from the fields above (a test keeps them equal)."""
+    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
+    for name, field in Settings.model_fields.items():
+        default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+        if default is None or default == []:
+            shown = "(unset)"
+        else:
+            shown = f"`{default}`"
+        rows.append(f"| `{name.upper()}` | {shown} | {field.description} |")
+    return "\n".join(rows)

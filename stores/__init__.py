@@ -1,1 +1,1 @@
-"""Persistence: task snapshots, per-task event journals, conversations. Memory and Redis backends."""
+"""Persistence: task snapshots, per-task event journals, conversations (memory and Redis)."""

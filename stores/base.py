@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
+import enum
 from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
 
@@ -96,3 +98,63 @@ class MessageStore(ABC):
     @abstractmethod
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         """Give up the claim, if `task_id` holds it."""
+
+
+class CheckpointStore(ABC):
+    """The saved state of a running turn, so another process can resume it (JSON text)."""
+
+    @abstractmethod
+    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
+        """Replace the task's checkpoint."""
+
+    @abstractmethod
+    async def load(self, task_id: str, *, owner: str) -> str | None:
+        """The task's last checkpoint, or None."""
+
+    @abstractmethod
+    async def delete(self, task_id: str, *, owner: str) -> None:
+        """Forget the checkpoint (the turn ended)."""
+
+
+class LeaseStatus(enum.Enum):
+    HELD = "held"
+    LOST = "lost"  # expired and taken by another holder, or released
+    CANCEL_REQUESTED = "cancel_requested"
+
+
+@dataclass(frozen=True, slots=True)
+class TaskRef:
+    owner: str
+    task_id: str
+
+
+class LeaseStore(ABC):
+    """Which process runs which turn, for how long, and requests to cancel a turn.
+
+    A holder renews its lease well before it expires; a lease that expires marks a turn whose
+    process died, and `expired` lets another process find it and take it over.
+    """
+
+    @abstractmethod
+    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> bool:
+        """Take the lease if it is free or expired (or already ours)."""
+
+    @abstractmethod
+    async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
+        """Extend our lease; says whether we still hold it and whether a cancel was requested."""
+
+    @abstractmethod
+    async def release(self, task_id: str, *, owner: str, holder: str) -> None:
+        """Give the lease up (the turn ended here, or is handed over)."""
+
+    @abstractmethod
+    async def request_cancel(self, task_id: str, *, owner: str) -> None:
+        """Flag the task for cancellation and notify whichever process holds its lease."""
+
+    @abstractmethod
+    def cancel_requests(self) -> AsyncIterator[TaskRef]:
+        """Notifications of cancel requests, for as long as the caller listens."""
+
+    @abstractmethod
+    async def expired(self, *, limit: int = 100) -> list[TaskRef]:
+        """Tasks whose lease expired without being released (their process died)."""

@@ -10,9 +10,19 @@ from __future__ import annotations
 import asyncio
 import time
 from collections import deque
+from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from stores.base import MessageStore, TaskPage, TaskQuery, TaskStore
+from stores.base import (
+    CheckpointStore,
+    LeaseStatus,
+    LeaseStore,
+    MessageStore,
+    TaskPage,
+    TaskQuery,
+    TaskRef,
+    TaskStore,
+)
 from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
 from stores.paging import decode_cursor, encode_cursor
 
@@ -70,7 +80,9 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             return None
-        return TaskRecord(task=stored.task.model_copy(deep=True), owner=owner, position=stored.position)
+        return TaskRecord(
+            task=stored.task.model_copy(deep=True), owner=owner, position=stored.position
+        )
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         matching = [
@@ -148,3 +160,77 @@ class InMemoryMessageStore(MessageStore, _Expiring):
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         if self._claims.get((owner, context_id)) == task_id:
             del self._claims[(owner, context_id)]
+
+
+class InMemoryCheckpointStore(CheckpointStore):
+    def __init__(self) -> None:
+        self._checkpoints: dict[tuple[str, str], str] = {}
+
+    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
+        self._checkpoints[(owner, task_id)] = checkpoint
+
+    async def load(self, task_id: str, *, owner: str) -> str | None:
+        return self._checkpoints.get((owner, task_id))
+
+    async def delete(self, task_id: str, *, owner: str) -> None:
+        self._checkpoints.pop((owner, task_id), None)
+
+
+@dataclass
+class _Lease:
+    holder: str
+    expires: float
+    cancel_requested: bool = False
+
+
+class InMemoryLeaseStore(LeaseStore):
+    """Leases within one process: nothing else can take a turn over, but the contract holds."""
+
+    def __init__(self) -> None:
+        self._leases: dict[tuple[str, str], _Lease] = {}
+        self._listeners: list[asyncio.Queue[TaskRef]] = []
+
+    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> bool:
+        lease = self._leases.get((owner, task_id))
+        now = time.monotonic()
+        if lease is not None and lease.holder != holder and lease.expires > now:
+            return False
+        cancel = lease.cancel_requested if lease is not None else False
+        self._leases[(owner, task_id)] = _Lease(holder, now + ttl_s, cancel)
+        return True
+
+    async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
+        lease = self._leases.get((owner, task_id))
+        if lease is None or lease.holder != holder:
+            return LeaseStatus.LOST
+        lease.expires = time.monotonic() + ttl_s
+        return LeaseStatus.CANCEL_REQUESTED if lease.cancel_requested else LeaseStatus.HELD
+
+    async def release(self, task_id: str, *, owner: str, holder: str) -> None:
+        lease = self._leases.get((owner, task_id))
+        if lease is not None and lease.holder == holder:
+            del self._leases[(owner, task_id)]
+
+    async def request_cancel(self, task_id: str, *, owner: str) -> None:
+        lease = self._leases.get((owner, task_id))
+        if lease is not None:
+            lease.cancel_requested = True
+        for listener in self._listeners:
+            listener.put_nowait(TaskRef(owner, task_id))
+
+    async def cancel_requests(self) -> AsyncIterator[TaskRef]:
+        queue: asyncio.Queue[TaskRef] = asyncio.Queue()
+        self._listeners.append(queue)
+        try:
+            while True:
+                yield await queue.get()
+        finally:
+            self._listeners.remove(queue)
+
+    async def expired(self, *, limit: int = 100) -> list[TaskRef]:
+        now = time.monotonic()
+        return [
+            TaskRef(owner, task_id)
+            for (owner, task_id), lease in self._leases.items()
+            if lease.expires <= now
+        ][:limit]

@@ -30,7 +30,9 @@ def utc_now() -> datetime:
 
 def iso_timestamp(moment: datetime) -> str:
     """ISO-8601 UTC with millisecond precision and a Z suffix (A2A spec section 5.6.1)."""
-    return moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    return (
+        moment.astimezone(UTC).strftime("%Y-%m-%dT%H:%M:%S.") + f"{moment.microsecond // 1000:03d}Z"
+    )
 
 
 class TaskState(enum.StrEnum):
@@ -83,11 +85,9 @@ class Part(Record):
 
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
-        present = [
-            name
-            for name in ("text", "raw", "url")
-            if getattr(self, name) is not None
-        ] + (["data"] if "data" in self.model_fields_set else [])
+        present = [name for name in ("text", "raw", "url") if getattr(self, name) is not None] + (
+            ["data"] if "data" in self.model_fields_set else []
+        )
         if len(present) != 1:
             raise ValueError(
                 "a part must have exactly one of 'text', 'raw', 'url' or 'data'"
@@ -121,7 +121,9 @@ def part_as_text(part: Part) -> str:
     return f"[file: {part.filename or 'inline'} ({part.media_type or 'unknown type'})]"
 
 
-Timestamp = Annotated[datetime, PlainSerializer(lambda moment: iso_timestamp(moment), when_used="json")]
+Timestamp = Annotated[
+    datetime, PlainSerializer(lambda moment: iso_timestamp(moment), when_used="json")
+]
 
 
 class TaskStatus(Record):

@@ -1,0 +1,48 @@
+"""Project-level checks: docs match the settings, layering holds, LiteLLM stays in one module."""
+
+from __future__ import annotations
+
+import subprocess
+import sys
+from pathlib import Path
+
+from app.settings import configuration_table
+
+ROOT = Path(__file__).resolve().parent.parent
+
+
+def test_readme_configuration_table_matches_settings() -> None:
+    readme = (ROOT / "README.md").read_text()
+    assert configuration_table() in readme, (
+        "README's configuration table drifted from app/settings.py; paste the output of\n"
+        "  .venv/bin/python -c 'from app.settings import configuration_table as t; print(t())'"
+    )
+
+
+def test_imports_flow_app_agent_stores() -> None:
+    lint_imports = Path(sys.executable).parent / "lint-imports"
+    result = subprocess.run(
+        [str(lint_imports)], cwd=ROOT, capture_output=True, text=True, check=False
+    )
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_only_the_adapter_imports_litellm() -> None:
+    importers = [
+        path.relative_to(ROOT).as_posix()
+        for package in ("app", "agent", "stores")
+        for path in (ROOT / package).rglob("*.py")
+        if "import litellm" in path.read_text() or "from litellm" in path.read_text()
+    ]
+    assert importers == ["agent/litellm_client.py"]
+
+
+def test_starting_the_app_does_not_import_litellm() -> None:
+    """LiteLLM's import costs seconds: it must happen lazily, off the request path."""
+    code = (
+        "import sys; from app.main import create_app; from app.settings import Settings;"
+        " create_app(Settings(llm_model='openai/x'));"
+        " assert 'litellm' not in sys.modules, 'litellm imported eagerly'"
+    )
+    result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+    assert result.returncode == 0, result.stderr
