@@ -6,7 +6,9 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from agent.events import AgentEvent, MessagesCommitted
+from agent.hooks import TurnContext
 from agent.loop import AgentLoop
+from agent.state import LoopState
 from stores.base import MessageStore
 from stores.models import ChatMessage
 
@@ -23,19 +25,22 @@ class Agent:
     def __init__(
         self, loop: AgentLoop, messages: MessageStore, *, history_max_messages: int = 50
     ) -> None:
-        self._loop = loop
+        self.loop = loop
         self._messages = messages
         self._history_max_messages = history_max_messages
 
-    async def run_turn(
-        self, *, owner: str, context_id: str, user_message: ChatMessage
-    ) -> AsyncIterator[AgentEvent]:
+    async def start_turn(self, turn: TurnContext, user_message: ChatMessage) -> LoopState:
+        """Commit the user message and build the turn's starting state."""
         # Only the window is read: starting a turn costs the same however long the conversation.
         history = await self._messages.window(
-            context_id, owner=owner, limit=self._history_max_messages - 1
+            turn.context_id, owner=turn.owner, limit=self._history_max_messages - 1
         )
-        await self._messages.append(context_id, [user_message], owner=owner)
-        async for event in self._loop.run([*starts_on_boundary(history), user_message]):
+        await self._messages.append(turn.context_id, [user_message], owner=turn.owner)
+        return LoopState(conversation=[*starts_on_boundary(history), user_message])
+
+    async def run(self, turn: TurnContext, state: LoopState) -> AsyncIterator[AgentEvent]:
+        """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint)."""
+        async for event in self.loop.run(state, turn):
             if isinstance(event, MessagesCommitted):
-                await self._messages.append(context_id, event.messages, owner=owner)
+                await self._messages.append(turn.context_id, event.messages, owner=turn.owner)
             yield event

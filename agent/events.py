@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from stores.models import ChatMessage
+
+if TYPE_CHECKING:
+    from agent.state import Awaiting, LoopState
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -88,6 +91,22 @@ class TurnFailed:
     kind: Literal["turn_failed"] = "turn_failed"
 
 
+@dataclass(frozen=True, kw_only=True, slots=True)
+class CheckpointReached:
+    """The loop's state at a safe point; persisting it lets the turn resume from here."""
+
+    state: LoopState
+    kind: Literal["checkpoint"] = "checkpoint"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnSuspended:
+    """The turn waits for the client (a question, or a tool call to approve)."""
+
+    awaiting: Awaiting
+    kind: Literal["turn_suspended"] = "turn_suspended"
+
+
 AgentEvent = (
     TurnStarted
     | IterationStarted
@@ -98,4 +117,6 @@ AgentEvent = (
     | MessagesCommitted
     | TurnCompleted
     | TurnFailed
+    | CheckpointReached
+    | TurnSuspended
 )

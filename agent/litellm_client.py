@@ -21,6 +21,7 @@ from stores.models import ToolCall
 logger = logging.getLogger(__name__)
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+_UNKNOWN = object()
 _import_lock = threading.Lock()
 _litellm: ModuleType | None = None
 
@@ -65,18 +66,24 @@ class LiteLLMClient:
         self._timeout_s = timeout_s
         self._num_retries = num_retries
         self._retry_backoff_s = retry_backoff_s
+        self._window: int | None | object = _UNKNOWN
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(import_litellm)
 
     def context_window(self) -> int | None:
-        """The model's input window in tokens, when LiteLLM knows it."""
-        try:
-            info = import_litellm().get_model_info(self._model)
-        except Exception:
-            return None
-        window = info.get("max_input_tokens") or info.get("max_tokens")
-        return int(window) if window else None
+        """The model's input window in tokens, when LiteLLM knows it (looked up once)."""
+        if self._window is _UNKNOWN:
+            try:
+                info = import_litellm().get_model_info(self._model)
+                window = info.get("max_input_tokens") or info.get("max_tokens")
+                self._window = int(window) if window else None
+            except Exception:
+                self._window = None
+        return self._window  # type: ignore[return-value]
+
+    def count_tokens(self, messages: list[dict[str, Any]]) -> int:
+        return int(import_litellm().token_counter(model=self._model, messages=messages))
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
         litellm = import_litellm()

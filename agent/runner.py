@@ -17,20 +17,28 @@ snapshot is rewritten only at state changes and when the artifact is complete.
 from __future__ import annotations
 
 import asyncio
+import json
 import logging
 import uuid
 from dataclasses import dataclass, field
 
+from pydantic import BaseModel
+
 from agent.agent import Agent
+from agent.answers import read_answer
 from agent.events import (
     AgentEvent,
+    CheckpointReached,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     TurnCompleted,
     TurnFailed,
+    TurnSuspended,
 )
-from stores.base import MessageStore, TaskStore
+from agent.hooks import TurnContext
+from agent.state import Awaiting, LoopState
+from stores.base import CheckpointStore, MessageStore, TaskStore
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -49,13 +57,54 @@ logger = logging.getLogger(__name__)
 ANSWER_ARTIFACT_NAME = "answer"
 
 
-def agent_message(task: Task, text: str) -> Message:
+class NoCheckpoint(Exception):
+    """A suspended or orphaned turn has no saved state to go on from."""
+
+
+class TurnCheckpoint(BaseModel):
+    """What a process needs to go on with a turn: the loop's state and the answer stream's."""
+
+    loop: LoopState
+    artifact_id: str
+    chunks_sent: int
+
+
+def agent_message(task: Task, parts: list[Part]) -> Message:
     return Message(
         message_id=str(uuid.uuid4()),
         role=Role.AGENT,
-        parts=[Part(text=text)],
+        parts=parts,
         task_id=task.id,
         context_id=task.context_id,
+    )
+
+
+def text_message(task: Task, text: str) -> Message:
+    return agent_message(task, [Part(text=text)])
+
+
+def question_message(task: Task, awaiting: Awaiting) -> Message:
+    """The status message of an input-required task: what the client must answer."""
+    if awaiting.kind == "ask_user":
+        return text_message(task, awaiting.question)
+    call = awaiting.call
+    try:
+        arguments = json.loads(call.arguments or "{}")
+    except json.JSONDecodeError:
+        arguments = call.arguments
+    return agent_message(
+        task,
+        [
+            Part(
+                text=f"Approve the call of {call.name!r} with arguments {call.arguments or '{}'}?"
+                ' Answer "approve" or "deny".'
+            ),
+            Part(
+                data={
+                    "approval": {"toolCallId": call.id, "name": call.name, "arguments": arguments}
+                }
+            ),
+        ],
     )
 
 
@@ -69,21 +118,60 @@ class _Turn:
     chunks_sent: int = 0
     held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
     cancel_requested: bool = False
+    suspended: bool = False
     finished: bool = False
+
+    @property
+    def context(self) -> TurnContext:
+        return TurnContext(owner=self.owner, context_id=self.task.context_id, task_id=self.task.id)
 
 
 class TaskRunner:
-    def __init__(self, agent: Agent, tasks: TaskStore, messages: MessageStore) -> None:
+    def __init__(
+        self, agent: Agent, tasks: TaskStore, messages: MessageStore, checkpoints: CheckpointStore
+    ) -> None:
         self._agent = agent
         self._tasks = tasks
         self._messages = messages
+        self._checkpoints = checkpoints
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], _Turn]] = {}
 
     def start(self, task: Task, user_message: Message, *, owner: str) -> None:
-        """Run the task's turn in the background; returns at once."""
+        """Run a new turn for the task in the background; returns at once."""
         turn = _Turn(task=task.model_copy(deep=True), owner=owner)
-        key = (owner, task.id)
-        job = asyncio.create_task(self._run(turn, user_message), name=f"turn-{task.id}")
+        self._launch(turn, ChatMessage(role="user", content=user_message.text()))
+
+    async def prepare_resume(self, task: Task, message: Message, *, owner: str) -> TurnCheckpoint:
+        """The checkpoint of a suspended turn with the client's answer applied.
+
+        Raises AnswerRejected (the message does not answer the question) or NoCheckpoint.
+        """
+        saved = await self._checkpoints.load(task.id, owner=owner)
+        if saved is None:
+            raise NoCheckpoint(f"task {task.id!r} has no saved turn to resume")
+        checkpoint = TurnCheckpoint.model_validate_json(saved)
+        awaiting = checkpoint.loop.awaiting
+        if awaiting is None:
+            raise NoCheckpoint(f"task {task.id!r} is not waiting for an answer")
+        answer = read_answer(awaiting, message)
+        self._agent.loop.resume(
+            checkpoint.loop, approved=answer.approved, answer=answer.text, reason=answer.reason
+        )
+        return checkpoint
+
+    def resume(self, task: Task, checkpoint: TurnCheckpoint, *, owner: str) -> None:
+        """Go on with a turn from a checkpoint, in the background."""
+        turn = _Turn(
+            task=task.model_copy(deep=True),
+            owner=owner,
+            artifact_id=checkpoint.artifact_id,
+            chunks_sent=checkpoint.chunks_sent,
+        )
+        self._launch(turn, checkpoint.loop)
+
+    def _launch(self, turn: _Turn, start: ChatMessage | LoopState) -> None:
+        key = (turn.owner, turn.task.id)
+        job = asyncio.create_task(self._run(turn, start), name=f"turn-{turn.task.id}")
         self._running[key] = (job, turn)
         job.add_done_callback(lambda _: self._running.pop(key, None))
 
@@ -102,8 +190,13 @@ class TaskRunner:
         if not turn.finished:
             # Canceled before its first step ran: the job never got to record the cancel itself.
             await self._set_state(turn, TaskState.CANCELED, "The task was canceled.")
-            await self._messages.release(turn.task.context_id, turn.task.id, owner=owner)
+            await self._end(turn)
         return True
+
+    async def forget(self, task: Task, *, owner: str) -> None:
+        """Drop what a turn that will never go on holds (its claim and checkpoint)."""
+        await self._checkpoints.delete(task.id, owner=owner)
+        await self._messages.release(task.context_id, task.id, owner=owner)
 
     async def shutdown(self) -> None:
         """Stop every running turn (the process is going away)."""
@@ -113,15 +206,15 @@ class TaskRunner:
         if jobs:
             await asyncio.wait(jobs)
 
-    async def _run(self, turn: _Turn, user_message: Message) -> None:
+    async def _run(self, turn: _Turn, start: ChatMessage | LoopState) -> None:
         task = turn.task
         try:
             await self._set_state(turn, TaskState.WORKING)
-            async for event in self._agent.run_turn(
-                owner=turn.owner,
-                context_id=task.context_id,
-                user_message=ChatMessage(role="user", content=user_message.text()),
-            ):
+            if isinstance(start, LoopState):
+                state = start
+            else:
+                state = await self._agent.start_turn(turn.context, start)
+            async for event in self._agent.run(turn.context, state):
                 await self._on_event(turn, event)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
@@ -132,7 +225,11 @@ class TaskRunner:
             await self._set_state(turn, TaskState.FAILED, "The agent hit an internal error.")
         finally:
             turn.finished = True
-            await self._messages.release(task.context_id, task.id, owner=turn.owner)
+            if not turn.suspended:
+                await self._end(turn)
+
+    async def _end(self, turn: _Turn) -> None:
+        await self.forget(turn.task, owner=turn.owner)
 
     async def _on_event(self, turn: _Turn, event: AgentEvent) -> None:
         match event:
@@ -144,13 +241,34 @@ class TaskRunner:
                 await self._progress(turn, f"calling {name}")
             case ToolCallFinished(name=name, ok=ok):
                 await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+            case CheckpointReached(state=state):
+                await self._flush(turn)
+                checkpoint = TurnCheckpoint(
+                    loop=state, artifact_id=turn.artifact_id, chunks_sent=turn.chunks_sent
+                )
+                await self._checkpoints.save(
+                    turn.task.id, checkpoint.model_dump_json(), owner=turn.owner
+                )
+            case TurnSuspended(awaiting=awaiting):
+                await self._flush(turn)
+                turn.suspended = True
+                await self._set_state(
+                    turn, TaskState.INPUT_REQUIRED, message=question_message(turn.task, awaiting)
+                )
             case TurnCompleted():
                 await self._complete(turn, event)
             case TurnFailed(reason=reason):
                 turn.task.metadata = {**(turn.task.metadata or {}), "usage": _usage(event)}
-                await self._set_state(turn, TaskState.FAILED, reason)
+                await self._set_state(
+                    turn, TaskState.FAILED, reason, metadata={"usage": _usage(event)}
+                )
             case _:
                 pass
+
+    async def _flush(self, turn: _Turn) -> None:
+        if turn.held_chunk is not None:
+            await self._send_chunk(turn, turn.held_chunk, last=False)
+            turn.held_chunk = None
 
     async def _send_chunk(
         self, turn: _Turn, text: str, *, last: bool, snapshot: Task | None = None
@@ -177,7 +295,7 @@ class TaskRunner:
                 parts=[Part(text=event.answer)],
             )
         )
-        task.history.append(agent_message(task, event.answer))
+        task.history.append(text_message(task, event.answer))
         task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
         final_chunk, turn.held_chunk = turn.held_chunk or "", None
         await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
@@ -189,7 +307,7 @@ class TaskRunner:
         update = StatusUpdate(
             task_id=task.id,
             context_id=task.context_id,
-            status=TaskStatus(state=TaskState.WORKING, message=agent_message(task, text)),
+            status=TaskStatus(state=TaskState.WORKING, message=text_message(task, text)),
         )
         await self._tasks.publish(task.id, update, owner=turn.owner)
 
@@ -199,12 +317,13 @@ class TaskRunner:
         state: TaskState,
         text: str | None = None,
         *,
+        message: Message | None = None,
         metadata: dict[str, object] | None = None,
     ) -> None:
         task = turn.task
-        task.status = TaskStatus(
-            state=state, message=agent_message(task, text) if text is not None else None
-        )
+        if text is not None:
+            message = text_message(task, text)
+        task.status = TaskStatus(state=state, message=message)
         update = StatusUpdate(
             task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
         )

@@ -161,22 +161,26 @@ class Toolbox:
         self,
         calls: list[ToolCall],
         *,
+        execute: Callable[[ToolCall], Awaitable[ToolResult]] | None = None,
         on_start: Callable[[ToolCall], None] = lambda call: None,
         on_finish: Callable[[ToolResult], None] = lambda result: None,
     ) -> list[ToolResult]:
         """Run calls concurrently (bounded); results come back in call order."""
         gate = asyncio.Semaphore(self._concurrency)
+        run_call = execute or self.execute
 
         async def run_one(call: ToolCall) -> ToolResult:
             async with gate:
                 on_start(call)
-                result = await self._run_one(call)
+                result = await run_call(call)
                 on_finish(result)
                 return result
 
         return list(await asyncio.gather(*(run_one(call) for call in calls)))
 
-    async def _run_one(self, call: ToolCall) -> ToolResult:
+    async def execute(self, call: ToolCall) -> ToolResult:
+        """Run one call; every failure becomes an error result."""
+
         def failed(message: str) -> ToolResult:
             return ToolResult(
                 call_id=call.id, name=call.name, content=f"Error: {message}", ok=False

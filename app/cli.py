@@ -9,6 +9,7 @@ import sys
 import uvicorn
 from pydantic import ValidationError
 
+from agent.hooks import HookLoadError
 from agent.tools import ToolLoadError
 from app.main import create_app
 from app.settings import Settings
@@ -35,8 +36,8 @@ def main(argv: list[str] | None = None) -> int:
     )
     try:
         app = create_app(settings)
-    except ToolLoadError as exc:
-        print(f"a2a-server: cannot load tools: {exc}", file=sys.stderr)
+    except (ToolLoadError, HookLoadError) as exc:
+        print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
     uvicorn.run(
         app,

@@ -11,7 +11,8 @@ import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
-from agent.runner import TaskRunner
+from agent.answers import AnswerRejected
+from agent.runner import NoCheckpoint, TaskRunner
 from app.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
@@ -110,11 +111,7 @@ class RequestHandler:
             )
         if not await self._runner.cancel(task_id, owner=owner):
             # Not running here (waiting for input): record the cancel directly.
-            task = record.task
-            task.status = TaskStatus(state=TaskState.CANCELED)
-            update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-            await self._tasks.publish(task.id, update, owner=owner, snapshot=task)
-            await self._messages.release(task.context_id, task.id, owner=owner)
+            await self._settle(record.task, TaskState.CANCELED, owner=owner)
         settled = await self._require(task_id, owner=owner)
         if settled.task.status.state != TaskState.CANCELED:
             raise TaskNotCancelableError(
@@ -205,12 +202,27 @@ class RequestHandler:
                 f"Task {task.id!r} is still working; wait for it to finish or cancel it",
                 taskId=task.id,
             )
+        try:
+            checkpoint = await self._runner.prepare_resume(task, message, owner=owner)
+        except AnswerRejected as exc:
+            raise InvalidParamsError(str(exc), taskId=task.id) from exc
+        except NoCheckpoint as exc:
+            reason = "The task's saved turn is gone, so it cannot go on; start a new task."
+            await self._settle(task, TaskState.FAILED, owner=owner)
+            raise UnsupportedOperationError(reason, taskId=task.id) from exc
         task.history.append(message.model_copy(update={"context_id": task.context_id}))
-        task.status = TaskStatus(state=TaskState.SUBMITTED)
+        position = await self._settle(task, TaskState.SUBMITTED, owner=owner)
+        self._runner.resume(task, checkpoint, owner=owner)
+        return TaskRecord(task=task, owner=owner, position=position)
+
+    async def _settle(self, task: Task, state: TaskState, *, owner: str) -> int:
+        """Record a state change made here rather than by a running turn."""
+        task.status = TaskStatus(state=state)
         update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
         position = await self._tasks.publish(task.id, update, owner=owner, snapshot=task)
-        self._runner.start(task, message, owner=owner)
-        return TaskRecord(task=task, owner=owner, position=position)
+        if state.is_terminal:
+            await self._runner.forget(task, owner=owner)
+        return position
 
     async def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool

@@ -14,6 +14,7 @@ from starlette.responses import JSONResponse
 from agent.agent import Agent
 from agent.builtin_tools import BUILTIN_TOOLS
 from agent.demo_model import DemoModel
+from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
 from agent.litellm_client import LiteLLMClient
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
@@ -23,7 +24,7 @@ from app.card import AgentCardEndpoint, build_card, package_version
 from app.handler import RequestHandler
 from app.jsonrpc import JsonRpcBinding
 from app.settings import Settings
-from stores.memory import InMemoryMessageStore, InMemoryTaskStore
+from stores.memory import InMemoryCheckpointStore, InMemoryMessageStore, InMemoryTaskStore
 
 logger = logging.getLogger(__name__)
 
@@ -45,9 +46,10 @@ def create_app(
     settings: Settings,
     *,
     tools: list[Callable[..., Any]] | None = None,
+    hooks: list[Hooks] | None = None,
     llm: LLMClient | None = None,
 ) -> FastAPI:
-    """Build the server. `tools` and `llm` let an embedding program add tools or a model client."""
+    """Build the server. An embedding program may add tools and hooks, or its own model client."""
     function_tools = load_tool_functions(settings.agent_tools) + [
         FunctionTool(function) for function in tools or []
     ]
@@ -61,14 +63,22 @@ def create_app(
     llm_client = llm or build_llm(settings)
     tasks = InMemoryTaskStore(ttl_s=settings.task_ttl_s)
     messages = InMemoryMessageStore(ttl_s=settings.task_ttl_s)
+    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
+    if settings.agent_tools_requiring_approval:
+        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
     loop = AgentLoop(
         llm_client,
         toolbox,
         system_prompt=settings.agent_system_prompt,
         max_iterations=settings.agent_max_iterations,
+        hooks=HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode),
+        tool_failure_mode=settings.agent_tool_failure_mode,
+        max_consecutive_tool_errors=settings.agent_max_consecutive_tool_errors,
+        ask_user_tool=settings.agent_ask_user_tool,
+        finish_tool=settings.agent_finish_tool,
     )
     agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
-    runner = TaskRunner(agent, tasks, messages)
+    runner = TaskRunner(agent, tasks, messages, InMemoryCheckpointStore())
     handler = RequestHandler(tasks=tasks, messages=messages, runner=runner)
     model_ready = asyncio.Event()
 

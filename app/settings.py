@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Annotated
+from typing import Annotated, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
@@ -37,6 +37,29 @@ class Settings(BaseSettings):
         5, ge=1, description="Tool calls of one model response run at most this many at a time."
     )
     agent_tool_timeout_s: float = Field(30.0, gt=0, description="Timeout of one tool call.")
+    agent_tool_failure_mode: Literal["continue", "fail"] = Field(
+        "continue", description="On a tool error: let the model see it and go on, or fail the turn."
+    )
+    agent_max_consecutive_tool_errors: int = Field(
+        3, ge=1, description="Same tool, same error this many times in a row: the turn fails."
+    )
+    agent_ask_user_tool: bool = Field(
+        True, description="Offer the model the `ask_user(question)` tool (input-required)."
+    )
+    agent_finish_tool: bool = Field(
+        True, description="Offer the model the `finish(result)` tool that ends the turn."
+    )
+    agent_hooks: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated `module:attribute` references to Hooks (instances or classes).",
+    )
+    agent_tools_requiring_approval: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated tool names a human must approve before each call.",
+    )
+    agent_hook_failure_mode: Literal["fail", "warn"] = Field(
+        "fail", description="A hook that raises fails the turn, or is logged and ignored."
+    )
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
@@ -58,7 +81,7 @@ class Settings(BaseSettings):
     )
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
 
-    @field_validator("agent_tools", mode="before")
+    @field_validator("agent_tools", "agent_hooks", "agent_tools_requiring_approval", mode="before")
     @classmethod
     def _split_references(cls, value: object) -> object:
         if isinstance(value, str):

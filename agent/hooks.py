@@ -1,0 +1,199 @@
+"""Hooks: code that watches or steers a turn. Subclass `Hooks` and override what you need.
+
+Every method has a no-op default, so a new hook point never breaks an existing subclass. A hook
+that steers returns a decision object; `None` means "no opinion". Several hooks run in
+registration order (`HookChain`); the first decision wins for approvals and tool-call decisions.
+"""
+
+from __future__ import annotations
+
+import importlib
+import logging
+from collections.abc import Awaitable, Callable, Iterable
+from dataclasses import dataclass
+from typing import Any, Literal, TypeVar
+
+from agent.events import TurnCompleted, TurnFailed
+from agent.llm import LLMRequest, LLMResponse
+from agent.tools import ToolResult
+from stores.models import ToolCall
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnContext:
+    owner: str
+    context_id: str
+    task_id: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReplaceArguments:
+    """Run the tool call with these arguments instead."""
+
+    arguments: dict[str, Any]
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class SupplyResult:
+    """Skip the tool call; the model gets this result instead."""
+
+    content: str
+    ok: bool = True
+
+
+ToolCallDecision = ReplaceArguments | SupplyResult
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class Approval:
+    verdict: Literal["allow", "deny", "ask"]
+    reason: str = ""
+
+    @classmethod
+    def allow(cls) -> Approval:
+        return cls(verdict="allow")
+
+    @classmethod
+    def deny(cls, reason: str) -> Approval:
+        return cls(verdict="deny", reason=reason)
+
+    @classmethod
+    def ask_human(cls) -> Approval:
+        return cls(verdict="ask")
+
+
+class Hooks:
+    """No-op hooks. Override the methods you need."""
+
+    async def on_turn_start(self, turn: TurnContext) -> None:
+        return None
+
+    async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
+        return None
+
+    async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest | None:
+        """Return a changed request to send instead."""
+        return None
+
+    async def after_llm_call(self, turn: TurnContext, response: LLMResponse) -> None:
+        return None
+
+    async def before_tool_call(self, turn: TurnContext, call: ToolCall) -> ToolCallDecision | None:
+        """Return `ReplaceArguments` or `SupplyResult` (which skips the call)."""
+        return None
+
+    async def after_tool_call(
+        self, turn: TurnContext, call: ToolCall, result: ToolResult
+    ) -> ToolResult | None:
+        """Return a changed result for the model to see."""
+        return None
+
+    async def approve_tool_call(self, turn: TurnContext, call: ToolCall) -> Approval | None:
+        """Allow, deny (the model gets an error result saying why) or ask a human."""
+        return None
+
+
+class HookFailed(Exception):
+    """A hook raised and the failure mode is `fail`."""
+
+
+class HookChain:
+    """Runs registered hooks in order; a hook that raises fails the turn or is logged."""
+
+    def __init__(self, hooks: Iterable[Hooks] = (), *, failure_mode: str = "fail") -> None:
+        self.hooks = list(hooks)
+        self._fail = failure_mode == "fail"
+
+    async def _call(self, hook: Hooks, name: str, invoke: Callable[[], Awaitable[T]]) -> T | None:
+        try:
+            return await invoke()
+        except Exception as exc:
+            if self._fail:
+                raise HookFailed(f"hook {type(hook).__name__}.{name} raised {exc!r}") from exc
+            logger.warning("hook=<%s.%s> | hook raised %r; ignored", type(hook).__name__, name, exc)
+            return None
+
+    async def on_turn_start(self, turn: TurnContext) -> None:
+        for hook in self.hooks:
+            await self._call(hook, "on_turn_start", lambda h=hook: h.on_turn_start(turn))
+
+    async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
+        for hook in self.hooks:
+            await self._call(hook, "on_turn_end", lambda h=hook: h.on_turn_end(turn, outcome))
+
+    async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest:
+        for hook in self.hooks:
+            changed = await self._call(
+                hook, "before_llm_call", lambda h=hook, r=request: h.before_llm_call(turn, r)
+            )
+            request = changed or request
+        return request
+
+    async def after_llm_call(self, turn: TurnContext, response: LLMResponse) -> None:
+        for hook in self.hooks:
+            await self._call(
+                hook, "after_llm_call", lambda h=hook: h.after_llm_call(turn, response)
+            )
+
+    async def before_tool_call(self, turn: TurnContext, call: ToolCall) -> ToolCallDecision | None:
+        for hook in self.hooks:
+            decision = await self._call(
+                hook, "before_tool_call", lambda h=hook: h.before_tool_call(turn, call)
+            )
+            if decision is not None:
+                return decision
+        return None
+
+    async def after_tool_call(
+        self, turn: TurnContext, call: ToolCall, result: ToolResult
+    ) -> ToolResult:
+        for hook in self.hooks:
+            changed = await self._call(
+                hook, "after_tool_call", lambda h=hook, r=result: h.after_tool_call(turn, call, r)
+            )
+            result = changed or result
+        return result
+
+    async def approve_tool_call(self, turn: TurnContext, call: ToolCall) -> Approval:
+        for hook in self.hooks:
+            approval = await self._call(
+                hook, "approve_tool_call", lambda h=hook: h.approve_tool_call(turn, call)
+            )
+            if approval is not None:
+                return approval
+        return Approval.allow()
+
+
+class ApprovalRequired(Hooks):
+    """Built-in: a human approves every call of the named tools (AGENT_TOOLS_REQUIRING_APPROVAL)."""
+
+    def __init__(self, tool_names: Iterable[str]) -> None:
+        self.tool_names = frozenset(tool_names)
+
+    async def approve_tool_call(self, turn: TurnContext, call: ToolCall) -> Approval | None:
+        return Approval.ask_human() if call.name in self.tool_names else None
+
+
+class HookLoadError(ValueError):
+    """A configured hook reference cannot be imported or is not a Hooks."""
+
+
+def load_hooks(references: Iterable[str]) -> list[Hooks]:
+    """Import `module:attribute` references: a Hooks instance, a Hooks subclass, or a list."""
+    hooks: list[Hooks] = []
+    for reference in references:
+        module_name, _, attribute = reference.partition(":")
+        try:
+            target = getattr(importlib.import_module(module_name), attribute)
+        except (ImportError, AttributeError, ValueError) as exc:
+            raise HookLoadError(f"cannot load hook {reference!r}: {exc}") from exc
+        for item in target if isinstance(target, list | tuple) else [target]:
+            hook = item() if isinstance(item, type) and issubclass(item, Hooks) else item
+            if not isinstance(hook, Hooks):
+                raise HookLoadError(f"hook {reference!r} is not a Hooks subclass or instance")
+            hooks.append(hook)
+    return hooks

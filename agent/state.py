@@ -1,0 +1,53 @@
+"""LoopState: everything a turn knows, serializable, so a turn can stop and go on later.
+
+Saved as a checkpoint before each model call and after each model response and tool result. The
+same state resumes a turn suspended for a human (ask_user, approvals) and a turn whose process died.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import BaseModel, Field
+
+from stores.models import ChatMessage, ToolCall
+
+
+class SavedToolResult(BaseModel):
+    call_id: str
+    name: str
+    content: str
+    ok: bool
+
+
+class Awaiting(BaseModel):
+    """What the suspended turn waits for from the client."""
+
+    kind: Literal["ask_user", "approval"]
+    call: ToolCall
+    question: str = ""
+
+
+class ToolFailureStreak(BaseModel):
+    error: str
+    count: int
+
+
+class LoopState(BaseModel):
+    conversation: list[ChatMessage]
+    """What the model sees, oldest first: the history window, the user message, this turn's units."""
+    iterations: int = 0
+    """Model calls made so far in this turn."""
+    answer: list[str] = Field(default_factory=list)
+    prompt_tokens: int = 0
+    completion_tokens: int = 0
+    tool_calls_made: int = 0
+    pending_content: str | None = None
+    """Text of the assistant message whose tool calls are still being answered."""
+    pending_calls: list[ToolCall] = Field(default_factory=list)
+    results: dict[str, SavedToolResult] = Field(default_factory=dict)
+    approved: list[str] = Field(default_factory=list)
+    """Ids of pending calls a human or a hook already allowed."""
+    awaiting: Awaiting | None = None
+    finish_result: str | None = None
+    failure_streaks: dict[str, ToolFailureStreak] = Field(default_factory=dict)

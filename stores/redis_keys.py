@@ -1,0 +1,107 @@
+"""Every Redis key (and the one channel) the Redis stores use, built in this one place.
+
+Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `encode`):
+
+    p:task:<owner>:{<task>}             HASH    seq (journal counter), pos, task (snapshot JSON),
+                                                state, ms, us (status timestamp, for listing)
+    p:journal:<owner>:{<task>}          STREAM  entry id "<position>-1", field e = event JSON
+    p:checkpoint:<owner>:{<task>}       STRING  the running turn's checkpoint
+    p:lease:<owner>:{<task>}            HASH    holder, expires (ms, Redis server time)
+    p:cancel:<owner>:{<task>}           STRING  "1": cancel requested while the lease is held
+    p:conversation:<owner>:{<context>}  LIST    ChatMessage JSON, oldest first
+    p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
+    p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
+    p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
+    p:leases                            ZSET    "<owner>:<task>" of held leases, score = expiry ms
+    p:cancel                            pub/sub channel of cancel requests (not a key)
+
+Structural scoping: the owner is in every key, so one owner cannot name another's data.
+Redis Cluster: the `{...}` hash tag puts the keys one operation touches together in one slot: all
+of a task's keys carry `{<task>}`, a conversation's `{<context>}`, an owner's list indexes
+`{<owner>}`. `p:leases` is the one key shared by all owners: the expiry sweep is global by nature,
+and the key stays small (one member per running turn).
+
+Owner and ids are percent-encoded (everything but letters, digits and `-._~`), so a `:`, `{` or
+`}` in them can neither make two keys collide nor move a hash tag. The empty string is encoded as
+a lone `%`, which no non-empty value encodes to, so that `{}` (an empty tag, which Redis ignores)
+never occurs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from urllib.parse import quote, unquote
+
+
+def encode(value: str) -> str:
+    """Percent-encode one key component (injective; the result has no `:`, `{` or `}`)."""
+    return quote(value, safe="") if value else "%"
+
+
+def decode(component: str) -> str:
+    return "" if component == "%" else unquote(component)
+
+
+@dataclass(frozen=True, slots=True)
+class RedisKeys:
+    prefix: str = "a2a"
+
+    def __post_init__(self) -> None:
+        if not self.prefix or "{" in self.prefix or "}" in self.prefix:
+            raise ValueError(
+                f"Redis key prefix {self.prefix!r} must be non-empty and contain no '{{' or '}}'"
+                " (they would change the Redis Cluster hash tag of every key)"
+            )
+
+    # --- a task: all in the slot of {<task id>} ---
+
+    def _of_task(self, kind: str, owner: str, task_id: str) -> str:
+        return f"{self.prefix}:{kind}:{encode(owner)}:{{{encode(task_id)}}}"
+
+    def task(self, owner: str, task_id: str) -> str:
+        return self._of_task("task", owner, task_id)
+
+    def journal(self, owner: str, task_id: str) -> str:
+        return self._of_task("journal", owner, task_id)
+
+    def checkpoint(self, owner: str, task_id: str) -> str:
+        return self._of_task("checkpoint", owner, task_id)
+
+    def lease(self, owner: str, task_id: str) -> str:
+        return self._of_task("lease", owner, task_id)
+
+    def cancel_flag(self, owner: str, task_id: str) -> str:
+        return self._of_task("cancel", owner, task_id)
+
+    # --- a conversation: all in the slot of {<context id>} ---
+
+    def conversation(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:conversation:{encode(owner)}:{{{encode(context_id)}}}"
+
+    def claim(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:claim:{encode(owner)}:{{{encode(context_id)}}}"
+
+    # --- an owner's list indexes: all in the slot of {<owner>} ---
+
+    def owner_tasks(self, owner: str) -> str:
+        return f"{self.prefix}:tasks:{{{encode(owner)}}}"
+
+    def context_tasks(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:context-tasks:{{{encode(owner)}}}:{encode(context_id)}"
+
+    # --- global: the running leases (one small key) and the cancel channel ---
+
+    def running_leases(self) -> str:
+        return f"{self.prefix}:leases"
+
+    def cancel_channel(self) -> str:
+        return f"{self.prefix}:cancel"
+
+    @staticmethod
+    def lease_member(owner: str, task_id: str) -> str:
+        return f"{encode(owner)}:{encode(task_id)}"
+
+    @staticmethod
+    def parse_lease_member(member: str) -> tuple[str, str]:
+        owner, task_id = member.split(":", 1)
+        return decode(owner), decode(task_id)

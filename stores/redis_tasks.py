@@ -1,0 +1,251 @@
+"""RedisTaskStore: task snapshots in a hash, each task's journal in a Redis Stream, list indexes.
+
+    publish(event [, snapshot]) --EVALSHA (one slot: {task})--> HINCRBY seq, XADD "<seq>-1",
+            |                                                   [HSET snapshot + pos], PEXPIRE
+            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the list indexes
+            v
+    p:journal:<owner>:{<task>} --XREAD BLOCK from "<after>-1"--> readers on any replica
+
+Consistency between the task (slot `{task}`) and the owner's list indexes (slot `{owner}`): they
+cannot change in one atomic step on a cluster, so the task part is one Lua script and the index
+update is a second step, queued after it in the same pipeline (so on one Redis both run in that
+order in one round trip). The task is written first: an index entry therefore never names a task
+that is still being created, which makes it safe for `list` to drop entries whose task is gone
+(expired). If the second step is lost (connection cut between the two), the task exists but is
+listed late: the next snapshot publish re-adds it. `list` filters and orders on the snapshot's
+own state and time (kept beside it in the hash), never on the index score, so a stale score
+cannot give a wrong answer.
+
+Blocking reads hold a connection for up to `timeout_s`. They go to `read_client`, which should be
+a client of its own with a pool sized for the number of concurrent readers (see
+`create_redis_stores`) and no socket timeout shorter than the longest block, so that waiting
+readers never take the connections that publishes need.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.asyncio.client import Pipeline
+
+from stores.base import StoreUnavailable, TaskPage, TaskQuery, TaskStore
+from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
+from stores.paging import decode_cursor, encode_cursor
+from stores.redis_keys import RedisKeys
+from stores.redis_support import (
+    LuaScript,
+    dump_event,
+    dump_task,
+    load_event,
+    load_task,
+    redis_available,
+    run_pipeline,
+    text,
+    timestamp_ms,
+    timestamp_us,
+)
+
+# KEYS: task hash, journal. ARGV: snapshot, event, state, ms, us, ttl ms, journal max.
+_CREATE = LuaScript(
+    """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
+           'state', ARGV[3], 'ms', ARGV[4], 'us', ARGV[5])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+return 1
+"""
+)
+
+# KEYS: task hash, journal. ARGV: event, ttl ms, journal max [, snapshot, state, ms, us].
+# Returns the event's position, or 0 if there is no such task.
+_PUBLISH = LuaScript(
+    """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+local pos = redis.call('HINCRBY', KEYS[1], 'seq', 1)
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
+if #ARGV > 3 then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[4],
+             'state', ARGV[5], 'ms', ARGV[6], 'us', ARGV[7])
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[2])
+redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return pos
+"""
+)
+
+_READ_TIMEOUT_MARGIN_S = 5.0
+
+
+class RedisTaskStore(TaskStore):
+    """Tasks and journals in Redis; every key expires `ttl_s` after the task's last event.
+
+    The list indexes expire after twice that: chunks refresh the task's TTL but not the indexes
+    (a chunk is one script call, nothing more), so an index outlives every task it names.
+    """
+
+    def __init__(
+        self,
+        client: Redis,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = 7 * 24 * 3600,
+        journal_max: int = 10_000,
+        read_client: Redis | None = None,
+    ) -> None:
+        self._redis = client
+        self._read_redis = read_client or client
+        self._keys = RedisKeys(prefix)
+        self._ttl_ms = int(ttl_s * 1000)
+        self._index_ttl_ms = 2 * self._ttl_ms
+        self._journal_max = journal_max
+
+    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+        keys = [self._keys.task(owner, task.id), self._keys.journal(owner, task.id)]
+        args = [
+            dump_task(task),
+            dump_event(TaskSnapshot(task=task)),
+            *self._listing_fields(task),
+            self._ttl_ms,
+            self._journal_max,
+        ]
+
+        def build(pipe: Pipeline) -> None:
+            _CREATE.queue(pipe, keys, args)
+            self._queue_index(pipe, task, owner)
+
+        with redis_available():
+            await run_pipeline(self._redis, build, scripts=[_CREATE])
+        return TaskRecord(task=task.model_copy(deep=True), owner=owner, position=1)
+
+    async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
+        with redis_available():
+            raw, position = await self._redis.hmget(  # type: ignore[misc]
+                self._keys.task(owner, task_id), ["task", "pos"]
+            )
+        if raw is None or position is None:
+            return None
+        return TaskRecord(task=load_task(raw), owner=owner, position=int(position))
+
+    async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
+        cursor = decode_cursor(query.page_token) if query.page_token else None
+        index = (
+            self._keys.owner_tasks(owner)
+            if query.context_id is None
+            else self._keys.context_tasks(owner, query.context_id)
+        )
+        after_us = timestamp_us(query.status_after) if query.status_after is not None else None
+        with redis_available():
+            task_ids = [text(member) for member in await self._redis.zrange(index, 0, -1)]
+
+            def fetch_fields(pipe: Pipeline) -> None:
+                for task_id in task_ids:
+                    pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us"])
+
+            fields = await run_pipeline(self._redis, fetch_fields) if task_ids else []
+            gone: list[str] = []
+            matching: list[tuple[int, str]] = []
+            for task_id, (state, ms, us) in zip(task_ids, fields, strict=True):
+                if state is None:
+                    gone.append(task_id)  # expired: skip it, and drop it from the index below
+                elif (query.state is None or text(state) == query.state.value) and (
+                    after_us is None or int(us) >= after_us
+                ):
+                    matching.append((int(ms), task_id))
+            matching.sort(reverse=True)
+            start = 0
+            if cursor is not None:
+                start = next(
+                    (i for i, sort_key in enumerate(matching) if sort_key < cursor), len(matching)
+                )
+            page = matching[start : start + query.page_size]
+
+            def fetch_page(pipe: Pipeline) -> None:
+                for _, task_id in page:
+                    pipe.hget(self._keys.task(owner, task_id), "task")
+                if gone:
+                    pipe.zrem(index, *gone)
+                    if query.context_id is not None:
+                        pipe.zrem(self._keys.owner_tasks(owner), *gone)
+
+            replies = await run_pipeline(self._redis, fetch_page) if page or gone else []
+        # A task that expired between the two round trips is left out of this page.
+        tasks = [load_task(raw) for raw in replies[: len(page)] if raw is not None]
+        more = start + query.page_size < len(matching)
+        token = encode_cursor(*page[-1]) if more and page else ""
+        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
+
+    async def publish(
+        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+    ) -> int:
+        keys = [self._keys.task(owner, task_id), self._keys.journal(owner, task_id)]
+        args: list[Any] = [dump_event(event), self._ttl_ms, self._journal_max]
+        with redis_available():
+            if snapshot is None:
+                # The streaming hot path: exactly one EVALSHA round trip.
+                position = int(await _PUBLISH(self._redis, keys, args))
+            else:
+                args += [dump_task(snapshot), *self._listing_fields(snapshot)]
+
+                def build(pipe: Pipeline) -> None:
+                    _PUBLISH.queue(pipe, keys, args)
+                    self._queue_index(pipe, snapshot, owner)
+
+                position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
+        if position == 0:
+            raise KeyError((owner, task_id))  # as the in-memory store: publishing needs a task
+        return position
+
+    async def read(
+        self, task_id: str, *, owner: str, after: int, timeout_s: float
+    ) -> list[JournalEntry]:
+        journal = self._keys.journal(owner, task_id)
+        start = f"{max(after, 0)}-1"  # entry ids are "<position>-1": XREAD returns ids > start
+        with redis_available():
+            # First without blocking: entries already there come back at once, and a task that
+            # does not exist (or expired) ends the read instead of blocking on a missing stream.
+            def probe(pipe: Pipeline) -> None:
+                pipe.exists(self._keys.task(owner, task_id))
+                pipe.xread({journal: start})
+
+            exists, found = await run_pipeline(self._redis, probe)
+            if found or not exists or timeout_s <= 0:
+                return _entries(found)
+            block_ms = max(1, int(timeout_s * 1000))
+            try:
+                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
+                    found = await self._read_redis.xread({journal: start}, block=block_ms)
+            except TimeoutError as exc:  # the connection went silent: a cut, not a quiet journal
+                raise StoreUnavailable("Redis did not answer a blocking read") from exc
+        return _entries(found)
+
+    def _listing_fields(self, task: Task) -> list[Any]:
+        moment = task.status.timestamp
+        return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
+
+    def _queue_index(self, pipe: Pipeline, task: Task, owner: str) -> None:
+        score = timestamp_ms(task.status.timestamp)
+        for index in (
+            self._keys.owner_tasks(owner),
+            self._keys.context_tasks(owner, task.context_id),
+        ):
+            pipe.zadd(index, {task.id: score})
+            pipe.pexpire(index, self._index_ttl_ms)
+
+
+def _entries(reply: Any) -> list[JournalEntry]:
+    """XREAD's reply (RESP2 list or RESP3 map, one stream) as journal entries."""
+    if not reply:
+        return []
+    streams = reply.values() if isinstance(reply, dict) else [entries for _, entries in reply]
+    return [
+        JournalEntry(
+            position=int(text(entry_id).split("-", 1)[0]),
+            event=load_event(fields[b"e"] if b"e" in fields else fields["e"]),
+        )
+        for entries in streams
+        for entry_id, fields in entries
+    ]

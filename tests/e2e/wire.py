@@ -1,0 +1,170 @@
+"""Strict validation of A2A 1.0 wire payloads against the a2a-sdk protobuf types.
+
+``assert_valid(kind, payload)`` checks that ``payload`` (a decoded JSON value)
+
+* parses as the proto message for ``kind`` with ProtoJSON, rejecting unknown fields and bad
+  enum strings (``google.protobuf.json_format.ParseDict(..., ignore_unknown_fields=False)``);
+* uses the camelCase JSON names on output (ProtoJSON *accepts* snake_case, A2A output must not
+  use it), enum values as strings (not integers);
+* carries every field annotated ``[(google.api.field_behavior) = REQUIRED]`` in the proto
+  (required repeated fields must be non-empty, except ``ListTasksResponse.tasks``);
+* sets exactly one member of each real ``oneof`` (Part content, StreamResponse payload, ...).
+
+It never reads the spec files; the proto descriptors ship inside a2a-sdk.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from a2a.types import a2a_pb2
+from google.api import field_behavior_pb2
+from google.protobuf import json_format
+from google.protobuf.descriptor import Descriptor, FieldDescriptor
+
+KINDS: dict[str, type] = {
+    "task": a2a_pb2.Task,
+    "message": a2a_pb2.Message,
+    "send_message_response": a2a_pb2.SendMessageResponse,
+    "stream_response": a2a_pb2.StreamResponse,
+    "list_tasks_response": a2a_pb2.ListTasksResponse,
+    "agent_card": a2a_pb2.AgentCard,
+    "status_update": a2a_pb2.TaskStatusUpdateEvent,
+    "artifact_update": a2a_pb2.TaskArtifactUpdateEvent,
+    "artifact": a2a_pb2.Artifact,
+}
+
+_REQUIRED = field_behavior_pb2.REQUIRED
+# Required repeated fields that may legitimately be empty on the wire.
+_MAY_BE_EMPTY = {"lf.a2a.v1.ListTasksResponse.tasks"}
+# Well-known types whose JSON form is free-form (not walked).
+_OPAQUE = {
+    "google.protobuf.Struct",
+    "google.protobuf.Value",
+    "google.protobuf.ListValue",
+    "google.protobuf.Timestamp",
+    "google.protobuf.Duration",
+    "google.protobuf.Any",
+    "google.protobuf.Empty",
+}
+
+# ISO-8601 UTC with Z suffix (SPEC 5.6.1).
+_TS_RE = re.compile(r"^\d{4}-\d{2}-\d{2}T\d{2}:\d{2}:\d{2}(\.\d{1,9})?Z$")
+
+
+class WireError(AssertionError):
+    pass
+
+
+def assert_valid(kind: str, payload: Any) -> Any:
+    """Raise ``AssertionError`` unless ``payload`` is a valid A2A 1.0 ``kind``; return the proto."""
+    try:
+        cls = KINDS[kind]
+    except KeyError:
+        raise ValueError(f"unknown kind {kind!r}; known: {sorted(KINDS)}") from None
+    if not isinstance(payload, dict):
+        raise WireError(f"{kind}: expected a JSON object, got {type(payload).__name__}: {payload!r}")
+    try:
+        msg = json_format.ParseDict(payload, cls(), ignore_unknown_fields=False)
+    except json_format.ParseError as exc:
+        raise WireError(f"{kind}: not a valid {cls.DESCRIPTOR.full_name}: {exc}\n{payload!r}") from exc
+    problems: list[str] = []
+    _walk(cls.DESCRIPTOR, payload, kind, problems)
+    if problems:
+        raise WireError(f"{kind}: " + "; ".join(problems) + f"\npayload: {payload!r}")
+    return msg
+
+
+def is_valid(kind: str, payload: Any) -> bool:
+    try:
+        assert_valid(kind, payload)
+    except AssertionError:
+        return False
+    return True
+
+
+def _walk(desc: Descriptor, obj: dict[str, Any], path: str, problems: list[str]) -> None:
+    by_json = {f.json_name: f for f in desc.fields}
+    by_name = {f.name: f for f in desc.fields}
+    for key in obj:
+        if key not in by_json:
+            if key in by_name:
+                problems.append(f"{path}.{key}: snake_case key on output, expected "
+                                f"{by_name[key].json_name!r}")
+            # unknown keys are already rejected by ParseDict
+    for f in desc.fields:
+        present = f.json_name in obj
+        value = obj.get(f.json_name)
+        behaviors = list(f.GetOptions().Extensions[field_behavior_pb2.field_behavior])
+        if _REQUIRED in behaviors:
+            if not present or value is None:
+                problems.append(f"{path}.{f.json_name}: required field missing")
+            elif _is_repeated(f) and not value and f.full_name not in _MAY_BE_EMPTY:
+                problems.append(f"{path}.{f.json_name}: required list is empty")
+        if not present or value is None:
+            continue
+        if f.type == FieldDescriptor.TYPE_ENUM:
+            vals = value if _is_repeated(f) else [value]
+            for v in vals:
+                if not isinstance(v, str):
+                    problems.append(f"{path}.{f.json_name}: enum must be a string, got {v!r}")
+        if f.type == FieldDescriptor.TYPE_MESSAGE:
+            sub = f.message_type
+            if sub.full_name == "google.protobuf.Timestamp":
+                if not (isinstance(value, str) and _TS_RE.match(value)):
+                    problems.append(f"{path}.{f.json_name}: timestamp must be UTC with 'Z' "
+                                    f"suffix, got {value!r}")
+                continue
+            if sub.full_name in _OPAQUE:
+                continue
+            if sub.GetOptions().map_entry:
+                vf = sub.fields_by_name["value"]
+                if vf.type == FieldDescriptor.TYPE_MESSAGE and vf.message_type.full_name not in _OPAQUE:
+                    for k, v in value.items():
+                        if isinstance(v, dict):
+                            _walk(vf.message_type, v, f"{path}.{f.json_name}[{k!r}]", problems)
+                continue
+            items = value if _is_repeated(f) else [value]
+            for i, item in enumerate(items):
+                if isinstance(item, dict):
+                    p = f"{path}.{f.json_name}" + (f"[{i}]" if _is_repeated(f) else "")
+                    _walk(sub, item, p, problems)
+    for oneof in desc.oneofs:
+        if _is_synthetic(oneof):
+            continue
+        set_members = [f.json_name for f in oneof.fields if obj.get(f.json_name) is not None]
+        if len(set_members) != 1:
+            problems.append(
+                f"{path}: oneof {oneof.name!r} needs exactly one of "
+                f"{[f.json_name for f in oneof.fields]}, got {set_members}"
+            )
+
+
+def _is_repeated(f: FieldDescriptor) -> bool:
+    rep = getattr(f, "is_repeated", None)
+    if rep is not None:
+        return bool(rep)
+    return f.label == FieldDescriptor.LABEL_REPEATED
+
+
+def _is_synthetic(oneof: Any) -> bool:
+    # proto3 ``optional`` fields are wrapped in synthetic oneofs named ``_<field>``.
+    if len(oneof.fields) == 1 and oneof.name == "_" + oneof.fields[0].name:
+        return True
+    return False
+
+
+# ---- small accessors shared by the tests ------------------------------------------------------
+
+
+def parts_text(parts: list[dict[str, Any]] | None) -> str:
+    return "".join(p.get("text", "") for p in (parts or []))
+
+
+def message_text(message: dict[str, Any] | None) -> str:
+    return parts_text((message or {}).get("parts"))
+
+
+def artifact_text(task: dict[str, Any]) -> str:
+    return "".join(parts_text(a.get("parts")) for a in task.get("artifacts") or [])
