@@ -35,12 +35,19 @@ class Agent:
         history = await self._messages.window(
             turn.context_id, owner=turn.owner, limit=self._history_max_messages - 1
         )
-        await self._messages.append(turn.context_id, [user_message], owner=turn.owner)
+        await self._messages.append(
+            turn.context_id, [user_message], owner=turn.owner, unit_id=f"{turn.task_id}:user"
+        )
         return LoopState(conversation=[*starts_on_boundary(history), user_message])
 
     async def run(self, turn: TurnContext, state: LoopState) -> AsyncIterator[AgentEvent]:
         """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint)."""
         async for event in self.loop.run(state, turn):
             if isinstance(event, MessagesCommitted):
-                await self._messages.append(turn.context_id, event.messages, owner=turn.owner)
+                await self._messages.append(
+                    turn.context_id,
+                    event.messages,
+                    owner=turn.owner,
+                    unit_id=f"{turn.task_id}:{event.unit_id}",
+                )
             yield event

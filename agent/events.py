@@ -67,8 +67,9 @@ class ToolCallFinished:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class MessagesCommitted:
-    """A complete unit of conversation (e.g. tool calls with all their results), now stored."""
+    """A complete unit of conversation (e.g. tool calls with all their results), to be stored."""
 
+    unit_id: str
     messages: list[ChatMessage] = field(default_factory=list)
     kind: Literal["messages_committed"] = "messages_committed"
 

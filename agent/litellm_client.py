@@ -66,7 +66,7 @@ class LiteLLMClient:
         self._timeout_s = timeout_s
         self._num_retries = num_retries
         self._retry_backoff_s = retry_backoff_s
-        self._window: int | None | object = _UNKNOWN
+        self._window: object = _UNKNOWN
 
     async def warm_up(self) -> None:
         await asyncio.to_thread(import_litellm)

@@ -215,12 +215,9 @@ class AgentLoop:
                 finish_reason=response.finish_reason,
             )
             if not response.tool_calls:
-                yield MessagesCommitted(
-                    messages=[ChatMessage(role="assistant", content=response.content or None)]
-                )
-                state.conversation.append(
-                    ChatMessage(role="assistant", content=response.content or None)
-                )
+                answer = ChatMessage(role="assistant", content=response.content or None)
+                state.conversation.append(answer)
+                yield MessagesCommitted(unit_id=f"{state.iterations}:answer", messages=[answer])
                 yield await self._completed(turn, state)
                 return
             state.pending_content = response.content or None
@@ -320,7 +317,7 @@ class AgentLoop:
     async def _run_tools(
         self, calls: list[ToolCall], state: LoopState, turn: TurnContext
     ) -> AsyncIterator[AgentEvent]:
-        """Run the calls concurrently, yielding start/finish events (and a checkpoint per result)."""
+        """Run the calls concurrently, yielding start/finish events and a checkpoint per result."""
         if not calls:
             return
         events: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
@@ -376,7 +373,8 @@ class AgentLoop:
             if self._fail_on_tool_error:
                 raise _TurnEnded(
                     self._failed(
-                        f"Tool {call.name!r} failed (AGENT_TOOL_FAILURE_MODE=fail): {result.content}",
+                        f"Tool {call.name!r} failed (AGENT_TOOL_FAILURE_MODE=fail):"
+                        f" {result.content}",
                         state,
                     )
                 )
@@ -388,13 +386,14 @@ class AgentLoop:
                     self._failed(
                         f"Tool {call.name!r} failed {count} times in a row with the same error"
                         f" ({result.content}); stopping the turn"
-                        f" (AGENT_MAX_CONSECUTIVE_TOOL_ERRORS={self._max_consecutive_tool_errors}).",
+                        " (AGENT_MAX_CONSECUTIVE_TOOL_ERRORS="
+                        f"{self._max_consecutive_tool_errors}).",
                         state,
                     )
                 )
 
     def _commit_tool_unit(self, state: LoopState) -> MessagesCommitted:
-        """The assistant message with its calls and all their results, in call order, as one unit."""
+        """The assistant message with its calls and all their results (in call order): one unit."""
         unit = [
             ChatMessage(
                 role="assistant", content=state.pending_content, tool_calls=state.pending_calls
@@ -411,7 +410,7 @@ class AgentLoop:
         state.conversation.extend(unit)
         state.pending_calls, state.pending_content = [], None
         state.results, state.approved = {}, []
-        return MessagesCommitted(messages=unit)
+        return MessagesCommitted(unit_id=f"{state.iterations}:tools", messages=unit)
 
     async def _completed(self, turn: TurnContext, state: LoopState) -> TurnCompleted:
         event = TurnCompleted(

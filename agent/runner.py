@@ -38,7 +38,7 @@ from agent.events import (
 )
 from agent.hooks import TurnContext
 from agent.state import Awaiting, LoopState
-from stores.base import CheckpointStore, MessageStore, TaskStore
+from stores.base import CheckpointStore, LeaseStore, MessageStore, TaskRef, TaskStore
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -55,6 +55,10 @@ from stores.models import (
 logger = logging.getLogger(__name__)
 
 ANSWER_ARTIFACT_NAME = "answer"
+
+
+class LeaseTaken(Exception):
+    """Another process holds the task's lease: it runs the turn."""
 
 
 class NoCheckpoint(Exception):
@@ -128,18 +132,37 @@ class _Turn:
 
 class TaskRunner:
     def __init__(
-        self, agent: Agent, tasks: TaskStore, messages: MessageStore, checkpoints: CheckpointStore
+        self,
+        agent: Agent,
+        *,
+        tasks: TaskStore,
+        messages: MessageStore,
+        checkpoints: CheckpointStore,
+        leases: LeaseStore,
+        holder: str,
+        lease_ttl_s: float = 15.0,
     ) -> None:
         self._agent = agent
         self._tasks = tasks
         self._messages = messages
         self._checkpoints = checkpoints
+        self.leases = leases
+        self.holder = holder
+        self.lease_ttl_s = lease_ttl_s
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], _Turn]] = {}
 
-    def start(self, task: Task, user_message: Message, *, owner: str) -> None:
-        """Run a new turn for the task in the background; returns at once."""
+    async def start(self, task: Task, user_message: Message, *, owner: str) -> None:
+        """Take the task's lease and run a new turn for it in the background."""
         turn = _Turn(task=task.model_copy(deep=True), owner=owner)
+        await self._lease(turn)
         self._launch(turn, ChatMessage(role="user", content=user_message.text()))
+
+    async def _lease(self, turn: _Turn) -> None:
+        # Taken before the turn starts: a process that dies at any point leaves a lease to expire.
+        if not await self.leases.acquire(
+            turn.task.id, owner=turn.owner, holder=self.holder, ttl_s=self.lease_ttl_s
+        ):
+            raise LeaseTaken(f"task {turn.task.id!r} is already running elsewhere")
 
     async def prepare_resume(self, task: Task, message: Message, *, owner: str) -> TurnCheckpoint:
         """The checkpoint of a suspended turn with the client's answer applied.
@@ -159,15 +182,35 @@ class TaskRunner:
         )
         return checkpoint
 
-    def resume(self, task: Task, checkpoint: TurnCheckpoint, *, owner: str) -> None:
-        """Go on with a turn from a checkpoint, in the background."""
+    async def resume(
+        self, task: Task, checkpoint: TurnCheckpoint, *, owner: str, recovered: bool = False
+    ) -> None:
+        """Go on with a turn from a checkpoint, in the background.
+
+        `recovered`: the process that ran the turn died; clients may hold answer text that the
+        checkpoint does not, so the answer so far is re-sent whole (append false) first.
+        """
         turn = _Turn(
             task=task.model_copy(deep=True),
             owner=owner,
             artifact_id=checkpoint.artifact_id,
-            chunks_sent=checkpoint.chunks_sent,
+            chunks_sent=0 if recovered else checkpoint.chunks_sent,
         )
+        if recovered and checkpoint.loop.answer:
+            turn.held_chunk = "".join(checkpoint.loop.answer)
+        await self._lease(turn)
         self._launch(turn, checkpoint.loop)
+
+    def running(self) -> list[TaskRef]:
+        return [TaskRef(owner, task_id) for owner, task_id in self._running]
+
+    async def drop(self, task_id: str, *, owner: str) -> None:
+        """Stop a turn here without recording anything: another process has taken it over."""
+        running = self._running.get((owner, task_id))
+        if running is not None:
+            job, _ = running
+            job.cancel()
+            await asyncio.wait([job])
 
     def _launch(self, turn: _Turn, start: ChatMessage | LoopState) -> None:
         key = (turn.owner, turn.task.id)
@@ -184,6 +227,9 @@ class TaskRunner:
         if running is None:
             return False
         job, turn = running
+        if turn.finished or turn.cancel_requested:
+            await asyncio.wait([job])
+            return True
         turn.cancel_requested = True
         job.cancel()
         await asyncio.wait([job])
@@ -194,12 +240,17 @@ class TaskRunner:
         return True
 
     async def forget(self, task: Task, *, owner: str) -> None:
-        """Drop what a turn that will never go on holds (its claim and checkpoint)."""
+        """Drop what a turn that will never go on holds (its claim, checkpoint and lease)."""
         await self._checkpoints.delete(task.id, owner=owner)
         await self._messages.release(task.context_id, task.id, owner=owner)
+        await self.leases.release(task.id, owner=owner, holder=self.holder)
 
     async def shutdown(self) -> None:
-        """Stop every running turn (the process is going away)."""
+        """Stop every running turn (the process is going away).
+
+        Nothing is recorded and no lease released: each lease expires and another process takes
+        the turn over from its checkpoint.
+        """
         jobs = [job for job, _ in self._running.values()]
         for job in jobs:
             job.cancel()
@@ -218,6 +269,7 @@ class TaskRunner:
                 await self._on_event(turn, event)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
+                turn.suspended = True  # shutdown or lease lost: all is left for the next holder
                 raise
             await self._set_state(turn, TaskState.CANCELED, "The task was canceled.")
         except Exception:
@@ -255,6 +307,8 @@ class TaskRunner:
                 await self._set_state(
                     turn, TaskState.INPUT_REQUIRED, message=question_message(turn.task, awaiting)
                 )
+                # Waiting for a human holds no process: the answer may arrive at any replica.
+                await self.leases.release(turn.task.id, owner=turn.owner, holder=self.holder)
             case TurnCompleted():
                 await self._complete(turn, event)
             case TurnFailed(reason=reason):

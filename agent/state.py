@@ -35,7 +35,7 @@ class ToolFailureStreak(BaseModel):
 
 class LoopState(BaseModel):
     conversation: list[ChatMessage]
-    """What the model sees, oldest first: the history window, the user message, this turn's units."""
+    """What the model sees, oldest first: history window, user message, this turn's units."""
     iterations: int = 0
     """Model calls made so far in this turn."""
     answer: list[str] = Field(default_factory=list)

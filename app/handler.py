@@ -7,6 +7,8 @@ journal entries after the position that snapshot reflects.
 
 from __future__ import annotations
 
+import asyncio
+import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -110,8 +112,7 @@ class RequestHandler:
                 f"Task {task_id!r} is in terminal state {state.value}", taskId=task_id
             )
         if not await self._runner.cancel(task_id, owner=owner):
-            # Not running here (waiting for input): record the cancel directly.
-            await self._settle(record.task, TaskState.CANCELED, owner=owner)
+            await self._cancel_elsewhere(record, owner=owner)
         settled = await self._require(task_id, owner=owner)
         if settled.task.status.state != TaskState.CANCELED:
             raise TaskNotCancelableError(
@@ -120,6 +121,24 @@ class RequestHandler:
                 taskId=task_id,
             )
         return settled.task
+
+    async def _cancel_elsewhere(self, record: TaskRecord, *, owner: str) -> None:
+        """Cancel a task whose turn does not run in this process."""
+        task, leases = record.task, self._runner.leases
+        if task.status.state.is_interrupted or await leases.acquire(
+            task.id, owner=owner, holder=self._runner.holder, ttl_s=self._runner.lease_ttl_s
+        ):
+            # Nobody runs it (waiting for input, or its process died): record the cancel here.
+            await self._settle(task, TaskState.CANCELED, owner=owner)
+            return
+        # Another process runs it: it hears the request at once and records the cancel itself.
+        await leases.request_cancel(task.id, owner=owner)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2 * self._runner.lease_ttl_s):
+                async for entry in self._tail(
+                    task.id, owner=owner, after=record.position, at_interrupt=True
+                ):
+                    del entry
 
     async def subscribe(
         self, task_id: str, *, owner: str, last_event_id: int | None = None
@@ -174,10 +193,10 @@ class RequestHandler:
         )
         try:
             record = await self._tasks.create(task, owner=owner)
+            await self._runner.start(record.task, message, owner=owner)
         except BaseException:
             await self._messages.release(context_id, task_id, owner=owner)
             raise
-        self._runner.start(record.task, message, owner=owner)
         return record
 
     async def _continue(self, message: Message, *, owner: str) -> TaskRecord:
@@ -210,9 +229,17 @@ class RequestHandler:
             reason = "The task's saved turn is gone, so it cannot go on; start a new task."
             await self._settle(task, TaskState.FAILED, owner=owner)
             raise UnsupportedOperationError(reason, taskId=task.id) from exc
+        runner = self._runner
+        # The lease first: of two answers racing on two servers, one goes on, one is refused.
+        if not await runner.leases.acquire(
+            task.id, owner=owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
+        ):
+            raise UnsupportedOperationError(
+                f"Task {task.id!r} is already going on with another answer", taskId=task.id
+            )
         task.history.append(message.model_copy(update={"context_id": task.context_id}))
         position = await self._settle(task, TaskState.SUBMITTED, owner=owner)
-        self._runner.resume(task, checkpoint, owner=owner)
+        await runner.resume(task, checkpoint, owner=owner)
         return TaskRecord(task=task, owner=owner, position=position)
 
     async def _settle(self, task: Task, state: TaskState, *, owner: str) -> int:

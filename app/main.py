@@ -4,6 +4,9 @@ from __future__ import annotations
 
 import asyncio
 import logging
+import os
+import socket
+import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
@@ -19,12 +22,18 @@ from agent.litellm_client import LiteLLMClient
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
 from agent.runner import TaskRunner
+from agent.supervisor import TurnSupervisor
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.card import AgentCardEndpoint, build_card, package_version
 from app.handler import RequestHandler
 from app.jsonrpc import JsonRpcBinding
 from app.settings import Settings
-from stores.memory import InMemoryCheckpointStore, InMemoryMessageStore, InMemoryTaskStore
+from stores.memory import (
+    InMemoryCheckpointStore,
+    InMemoryLeaseStore,
+    InMemoryMessageStore,
+    InMemoryTaskStore,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -78,7 +87,17 @@ def create_app(
         finish_tool=settings.agent_finish_tool,
     )
     agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
-    runner = TaskRunner(agent, tasks, messages, InMemoryCheckpointStore())
+    checkpoints = InMemoryCheckpointStore()
+    runner = TaskRunner(
+        agent,
+        tasks=tasks,
+        messages=messages,
+        checkpoints=checkpoints,
+        leases=InMemoryLeaseStore(),
+        holder=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+        lease_ttl_s=settings.lease_ttl_s,
+    )
+    supervisor = TurnSupervisor(runner, tasks=tasks, checkpoints=checkpoints)
     handler = RequestHandler(tasks=tasks, messages=messages, runner=runner)
     model_ready = asyncio.Event()
 
@@ -92,10 +111,12 @@ def create_app(
         else:
             logger.info("model=<%s> | using LiteLLM", settings.llm_model)
         warm_up = asyncio.create_task(_warm_up(llm_client, model_ready))
+        supervisor.start()
         try:
             yield
         finally:
             warm_up.cancel()
+            await supervisor.stop()
             await runner.shutdown()
 
     app = FastAPI(

@@ -51,7 +51,7 @@ class Settings(BaseSettings):
     )
     agent_hooks: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
-        description="Comma-separated `module:attribute` references to Hooks (instances or classes).",
+        description="Comma-separated `module:attribute` references to Hooks instances or classes.",
     )
     agent_tools_requiring_approval: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
@@ -75,6 +75,14 @@ class Settings(BaseSettings):
     )
     redis_url: str | None = Field(
         None, description="Redis URL (`redis://` or `rediss://`); unset = in-memory stores."
+    )
+    redis_key_prefix: str = Field(
+        "a2a", min_length=1, description="Prefix of every Redis key the server writes."
+    )
+    lease_ttl_s: float = Field(
+        15.0,
+        gt=0,
+        description="Lease of a running turn; another server takes over once it expires.",
     )
     task_ttl_s: int = Field(
         7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
@@ -105,7 +113,7 @@ class Settings(BaseSettings):
 
 
 def configuration_table() -> str:
-    """The README's configuration table, rendered from the fields above (a test keeps them equal)."""
+    """The README's configuration table, rendered from the fields (a test keeps them equal)."""
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]

@@ -88,8 +88,14 @@ class MessageStore(ABC):
         """The most recent `limit` messages (or fewer), oldest first. Reads only that window."""
 
     @abstractmethod
-    async def append(self, context_id: str, messages: list[ChatMessage], *, owner: str) -> None:
-        """Append messages as one unit: all of them or none."""
+    async def append(
+        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+    ) -> bool:
+        """Append messages as one unit: all of them or none, and at most once per `unit_id`.
+
+        Returns False when that unit was already appended (a turn resumed after a crash commits
+        again what it may have committed before): history never holds a message twice.
+        """
 
     @abstractmethod
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:

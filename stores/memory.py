@@ -137,21 +137,38 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         return [entry for entry in stored.journal if entry.position > after]
 
 
+@dataclass
+class _Conversation:
+    messages: list[ChatMessage] = field(default_factory=list)
+    units: set[str] = field(default_factory=set)
+    touched: float = 0.0
+
+
 class InMemoryMessageStore(MessageStore, _Expiring):
     def __init__(self, *, ttl_s: float = 7 * 24 * 3600) -> None:
         _Expiring.__init__(self, ttl_s)
-        self._conversations: dict[tuple[str, str], tuple[list[ChatMessage], float]] = {}
+        self._conversations: dict[tuple[str, str], _Conversation] = {}
         self._claims: dict[tuple[str, str], str] = {}
 
     async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
-        messages, _ = self._conversations.get((owner, context_id), ([], 0.0))
-        return [message.model_copy(deep=True) for message in messages[-limit:]] if limit > 0 else []
+        conversation = self._conversations.get((owner, context_id))
+        if conversation is None or limit <= 0:
+            return []
+        return [message.model_copy(deep=True) for message in conversation.messages[-limit:]]
 
-    async def append(self, context_id: str, messages: list[ChatMessage], *, owner: str) -> None:
-        self._sweep(self._conversations, lambda value: value[1])
-        existing, _ = self._conversations.get((owner, context_id), ([], 0.0))
-        copies = [message.model_copy(deep=True) for message in messages]
-        self._conversations[(owner, context_id)] = (existing + copies, time.monotonic())
+    async def append(
+        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+    ) -> bool:
+        self._sweep(self._conversations, lambda conversation: conversation.touched)
+        conversation = self._conversations.get((owner, context_id))
+        if conversation is None:
+            conversation = self._conversations[(owner, context_id)] = _Conversation()
+        conversation.touched = time.monotonic()
+        if unit_id in conversation.units:
+            return False
+        conversation.units.add(unit_id)
+        conversation.messages.extend(message.model_copy(deep=True) for message in messages)
+        return True
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         holder = self._claims.setdefault((owner, context_id), task_id)

@@ -9,6 +9,7 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:lease:<owner>:{<task>}            HASH    holder, expires (ms, Redis server time)
     p:cancel:<owner>:{<task>}           STRING  "1": cancel requested while the lease is held
     p:conversation:<owner>:{<context>}  LIST    ChatMessage JSON, oldest first
+    p:units:<owner>:{<context>}         SET     ids of the units appended (append at most once)
     p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
     p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
@@ -77,6 +78,9 @@ class RedisKeys:
 
     def conversation(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}:conversation:{encode(owner)}:{{{encode(context_id)}}}"
+
+    def units(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:units:{encode(owner)}:{{{encode(context_id)}}}"
 
     def claim(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}:claim:{encode(owner)}:{{{encode(context_id)}}}"

@@ -24,7 +24,7 @@ _EVENTS: TypeAdapter[TaskEvent] = TypeAdapter(TaskEvent)
 
 @contextmanager
 def redis_available() -> Iterator[None]:
-    """Turn "Redis cannot be reached" (connection refused or lost, timeouts) into StoreUnavailable."""
+    """Turn "Redis cannot be reached" (refused, lost, timed out) into StoreUnavailable."""
     try:
         yield
     except (RedisConnectionError, RedisTimeoutError) as exc:

@@ -11,10 +11,12 @@ cannot change in one atomic step on a cluster, so the task part is one Lua scrip
 update is a second step, queued after it in the same pipeline (so on one Redis both run in that
 order in one round trip). The task is written first: an index entry therefore never names a task
 that is still being created, which makes it safe for `list` to drop entries whose task is gone
-(expired). If the second step is lost (connection cut between the two), the task exists but is
-listed late: the next snapshot publish re-adds it. `list` filters and orders on the snapshot's
-own state and time (kept beside it in the hash), never on the index score, so a stale score
-cannot give a wrong answer.
+(expired). Both steps are answered in one reply, so a caller told that `create` succeeded knows
+the task is indexed; if the connection is cut in between, the caller gets StoreUnavailable (the
+task may then exist unlisted, as an abandoned create). A publish only moves an existing entry
+(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list` filters and
+orders on the snapshot's own state and time (kept beside it in the hash), never on the index
+score, so a stale score cannot give a wrong answer.
 
 Blocking reads hold a connection for up to `timeout_s`. They go to `read_client`, which should be
 a client of its own with a pool sized for the number of concurrent readers (see
@@ -115,7 +117,7 @@ class RedisTaskStore(TaskStore):
 
         def build(pipe: Pipeline) -> None:
             _CREATE.queue(pipe, keys, args)
-            self._queue_index(pipe, task, owner)
+            self._queue_index(pipe, task, owner, add=True)
 
         with redis_available():
             await run_pipeline(self._redis, build, scripts=[_CREATE])
@@ -192,7 +194,7 @@ class RedisTaskStore(TaskStore):
 
                 def build(pipe: Pipeline) -> None:
                     _PUBLISH.queue(pipe, keys, args)
-                    self._queue_index(pipe, snapshot, owner)
+                    self._queue_index(pipe, snapshot, owner, add=False)
 
                 position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
         if position == 0:
@@ -226,13 +228,15 @@ class RedisTaskStore(TaskStore):
         moment = task.status.timestamp
         return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
 
-    def _queue_index(self, pipe: Pipeline, task: Task, owner: str) -> None:
+    def _queue_index(self, pipe: Pipeline, task: Task, owner: str, *, add: bool) -> None:
+        """Index the task (create), or move it (publish: XX, so a publish that finds no task,
+        e.g. another owner's, leaves no entry behind)."""
         score = timestamp_ms(task.status.timestamp)
         for index in (
             self._keys.owner_tasks(owner),
             self._keys.context_tasks(owner, task.context_id),
         ):
-            pipe.zadd(index, {task.id: score})
+            pipe.zadd(index, {task.id: score}, xx=not add)
             pipe.pexpire(index, self._index_ttl_ms)
 
 

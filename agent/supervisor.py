@@ -1,0 +1,129 @@
+"""TurnSupervisor: keeps this process's turn leases alive, hears cancel requests from any
+process, and takes over turns whose process died.
+
+    every lease_ttl/3:  renew each running turn's lease --HELD--> nothing
+                                                        --CANCEL_REQUESTED--> cancel it here
+                                                        --LOST--> stop it here, record nothing
+    cancel requests (pub/sub): a turn running here --> cancel it within milliseconds
+    every lease_ttl/3:  expired leases --acquire--> resume from the checkpoint, or fail the task
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Awaitable, Callable
+from contextlib import suppress
+
+from agent.runner import NoCheckpoint, TaskRunner, TurnCheckpoint, text_message
+from stores.base import CheckpointStore, LeaseStatus, StoreUnavailable, TaskRef, TaskStore
+from stores.models import StatusUpdate, TaskState, TaskStatus
+
+logger = logging.getLogger(__name__)
+
+UNRECOVERABLE = (
+    "The server running this task stopped before the turn could be saved, so it cannot go on;"
+    " please send the message again."
+)
+
+
+class TurnSupervisor:
+    def __init__(
+        self, runner: TaskRunner, *, tasks: TaskStore, checkpoints: CheckpointStore
+    ) -> None:
+        self._runner = runner
+        self._leases = runner.leases
+        self._tasks = tasks
+        self._checkpoints = checkpoints
+        self._interval_s = runner.lease_ttl_s / 3
+        self._jobs: list[asyncio.Task[None]] = []
+        self._cancels: set[asyncio.Task[bool]] = set()
+
+    def start(self) -> None:
+        self._jobs = [
+            asyncio.create_task(self._forever(self.renew_leases), name="lease-renewal"),
+            asyncio.create_task(self._forever(self.recover_orphans), name="turn-recovery"),
+            asyncio.create_task(self._hear_cancels(), name="cancel-listener"),
+        ]
+
+    async def stop(self) -> None:
+        for job in self._jobs:
+            job.cancel()
+        for job in self._jobs:
+            with suppress(asyncio.CancelledError):
+                await job
+
+    async def _forever(self, step: Callable[[], Awaitable[None]]) -> None:
+        while True:
+            try:
+                await step()
+            except StoreUnavailable:
+                logger.warning("store unavailable; %s retries", getattr(step, "__name__", "step"))
+            except Exception:
+                logger.exception("supervisor step failed")
+            await asyncio.sleep(self._interval_s)
+
+    async def renew_leases(self) -> None:
+        runner = self._runner
+        for ref in runner.running():
+            status = await self._leases.renew(
+                ref.task_id, owner=ref.owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
+            )
+            if status is LeaseStatus.CANCEL_REQUESTED:
+                await runner.cancel(ref.task_id, owner=ref.owner)
+            elif status is LeaseStatus.LOST:
+                logger.warning(
+                    "task_id=<%s> | lease lost; another server took the turn", ref.task_id
+                )
+                await runner.drop(ref.task_id, owner=ref.owner)
+
+    async def _hear_cancels(self) -> None:
+        while True:
+            try:
+                async for ref in self._leases.cancel_requests():
+                    if self._runner.is_running(ref.task_id, owner=ref.owner):
+                        cancel = asyncio.create_task(
+                            self._runner.cancel(ref.task_id, owner=ref.owner)
+                        )
+                        self._cancels.add(cancel)
+                        cancel.add_done_callback(self._cancels.discard)
+            except asyncio.CancelledError:
+                raise
+            except Exception:
+                logger.warning("cancel listener lost its connection; reconnecting")
+                await asyncio.sleep(self._interval_s)
+
+    async def recover_orphans(self) -> None:
+        runner = self._runner
+        for ref in await self._leases.expired():
+            if runner.is_running(ref.task_id, owner=ref.owner):
+                continue
+            if not await self._leases.acquire(
+                ref.task_id, owner=ref.owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
+            ):
+                continue  # another server got there first
+            await self._take_over(ref)
+
+    async def _take_over(self, ref: TaskRef) -> None:
+        runner = self._runner
+        record = await self._tasks.get(ref.task_id, owner=ref.owner)
+        if record is None or not record.task.status.state.is_active:
+            await self._leases.release(ref.task_id, owner=ref.owner, holder=runner.holder)
+            return
+        task = record.task
+        try:
+            saved = await self._checkpoints.load(task.id, owner=ref.owner)
+            if saved is None:
+                raise NoCheckpoint(task.id)
+            checkpoint = TurnCheckpoint.model_validate_json(saved)
+        except (NoCheckpoint, ValueError):
+            logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
+            task.status = TaskStatus(
+                state=TaskState.FAILED, message=text_message(task, UNRECOVERABLE)
+            )
+            update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+            await self._tasks.publish(task.id, update, owner=ref.owner, snapshot=task)
+            await runner.forget(task, owner=ref.owner)
+            return
+        logger.info("task_id=<%s> | taking over an orphaned turn from its checkpoint", task.id)
+        await runner.resume(task, checkpoint, owner=ref.owner, recovered=True)
