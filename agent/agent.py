@@ -4,10 +4,12 @@ commits what the turn adds as complete units."""
 from __future__ import annotations
 
 from collections.abc import AsyncIterator
+from functools import partial
 
 from agent.events import AgentEvent, MessagesCommitted
 from agent.hooks import TurnContext
 from agent.loop import AgentLoop
+from agent.retry import persistently
 from agent.state import LoopState
 from stores.base import MessageStore
 from stores.models import ChatMessage
@@ -44,10 +46,14 @@ class Agent:
         """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint)."""
         async for event in self.loop.run(state, turn):
             if isinstance(event, MessagesCommitted):
-                await self._messages.append(
-                    turn.context_id,
-                    event.messages,
-                    owner=turn.owner,
-                    unit_id=f"{turn.task_id}:{event.unit_id}",
+                await persistently(
+                    partial(
+                        self._messages.append,
+                        turn.context_id,
+                        event.messages,
+                        owner=turn.owner,
+                        unit_id=f"{turn.task_id}:{event.unit_id}",
+                    ),
+                    what="conversation append",
                 )
             yield event

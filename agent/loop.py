@@ -361,6 +361,7 @@ class AgentLoop:
         finally:
             # A canceled turn must not leave its tools running in the background.
             execution.cancel()
+            await asyncio.wait([execution], timeout=1.0)
         state.tool_calls_made += len(calls)
         self._check_tool_errors(calls, state)
 

@@ -17,6 +17,7 @@ snapshot is rewritten only at state changes and when the artifact is complete.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import uuid
@@ -37,8 +38,16 @@ from agent.events import (
     TurnSuspended,
 )
 from agent.hooks import TurnContext
+from agent.retry import persistently
 from agent.state import Awaiting, LoopState
-from stores.base import CheckpointStore, LeaseStore, MessageStore, TaskRef, TaskStore
+from stores.base import (
+    CheckpointStore,
+    LeaseStore,
+    MessageStore,
+    TaskGone,
+    TaskRef,
+    TaskStore,
+)
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -272,9 +281,12 @@ class TaskRunner:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder
                 raise
             await self._set_state(turn, TaskState.CANCELED, "The task was canceled.")
+        except TaskGone:
+            logger.warning("task_id=<%s> | the task expired during its turn; turn dropped", task.id)
         except Exception:
             logger.exception("task_id=<%s> | turn crashed", task.id)
-            await self._set_state(turn, TaskState.FAILED, "The agent hit an internal error.")
+            with contextlib.suppress(TaskGone):
+                await self._set_state(turn, TaskState.FAILED, "The agent hit an internal error.")
         finally:
             turn.finished = True
             if not turn.suspended:
@@ -298,8 +310,10 @@ class TaskRunner:
                 checkpoint = TurnCheckpoint(
                     loop=state, artifact_id=turn.artifact_id, chunks_sent=turn.chunks_sent
                 )
-                await self._checkpoints.save(
-                    turn.task.id, checkpoint.model_dump_json(), owner=turn.owner
+                saved = checkpoint.model_dump_json()
+                await persistently(
+                    lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner),
+                    what="checkpoint save",
                 )
             case TurnSuspended(awaiting=awaiting):
                 await self._flush(turn)
@@ -318,6 +332,15 @@ class TaskRunner:
                 )
             case _:
                 pass
+
+    async def _publish(
+        self, turn: _Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
+    ) -> None:
+        task_id, owner = turn.task.id, turn.owner
+        await persistently(
+            lambda: self._tasks.publish(task_id, event, owner=owner, snapshot=snapshot),
+            what="event publish",
+        )
 
     async def _flush(self, turn: _Turn) -> None:
         if turn.held_chunk is not None:
@@ -338,7 +361,7 @@ class TaskRunner:
             last_chunk=last,
         )
         turn.chunks_sent += 1
-        await self._tasks.publish(task.id, update, owner=turn.owner, snapshot=snapshot)
+        await self._publish(turn, update, snapshot)
 
     async def _complete(self, turn: _Turn, event: TurnCompleted) -> None:
         task = turn.task
@@ -363,7 +386,7 @@ class TaskRunner:
             context_id=task.context_id,
             status=TaskStatus(state=TaskState.WORKING, message=text_message(task, text)),
         )
-        await self._tasks.publish(task.id, update, owner=turn.owner)
+        await self._publish(turn, update, None)
 
     async def _set_state(
         self,
@@ -381,7 +404,7 @@ class TaskRunner:
         update = StatusUpdate(
             task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
         )
-        await self._tasks.publish(task.id, update, owner=turn.owner, snapshot=task)
+        await self._publish(turn, update, task)
         logger.info("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
 
 

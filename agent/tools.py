@@ -83,17 +83,23 @@ def _parse_docstring(doc: str) -> tuple[str, dict[str, str]]:
     summary_lines: list[str] = []
     args: dict[str, str] = {}
     section = None
+    current: str | None = None
+    entry_indent = 0
     for line in doc.splitlines():
         stripped = line.strip()
+        indent = len(line) - len(line.lstrip())
         if re.fullmatch(r"[A-Z][A-Za-z ]*:", stripped):
-            section = stripped[:-1].lower()
+            section, current = stripped[:-1].lower(), None
             continue
         if section is None:
             summary_lines.append(stripped)
-        elif section in ("args", "arguments", "parameters"):
+        elif section in ("args", "arguments", "parameters") and stripped:
             match = re.match(r"(\w+)(?:\s*\(.*?\))?:\s*(.*)", stripped)
-            if match:
-                args[match.group(1)] = match.group(2)
+            if match and (current is None or indent <= entry_indent):
+                current, entry_indent = match.group(1), indent
+                args[current] = match.group(2)
+            elif current is not None:  # a description wrapped onto the next, deeper line
+                args[current] = f"{args[current]} {stripped}".strip()
     return " ".join(line for line in summary_lines if line).strip(), args
 
 

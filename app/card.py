@@ -52,7 +52,8 @@ def build_card(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
         "description": description,
         "version": package_version(),
         "supportedInterfaces": [
-            {"url": settings.public_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"}
+            {"url": settings.public_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": settings.public_url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "capabilities": {"streaming": True, "pushNotifications": False, "extendedAgentCard": False},
         "defaultInputModes": list(SUPPORTED_INPUT_MODES),

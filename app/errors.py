@@ -1,5 +1,5 @@
-"""The wire-facing error tree. Each error knows its JSON-RPC code and ErrorInfo reason; the
-HTTP status of each code is in one table for the REST binding."""
+"""The wire-facing error tree: each error class is one row of the table that maps it to its
+JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the REST binding."""
 
 from __future__ import annotations
 
@@ -14,6 +14,8 @@ class A2AError(Exception):
     code: ClassVar[int] = -32603
     reason: ClassVar[str] = "INTERNAL_ERROR"
     default_message: ClassVar[str] = "Internal error"
+    http_status: ClassVar[int] = 500
+    status: ClassVar[str] = "INTERNAL"
 
     def __init__(self, message: str | None = None, **metadata: str) -> None:
         super().__init__(message or self.default_message)
@@ -35,24 +37,32 @@ class JSONParseError(A2AError):
     code = -32700
     reason = "PARSE_ERROR"
     default_message = "Invalid JSON payload"
+    http_status = 400
+    status = "INVALID_ARGUMENT"
 
 
 class InvalidRequestError(A2AError):
     code = -32600
     reason = "INVALID_REQUEST"
     default_message = "Request payload validation error"
+    http_status = 400
+    status = "INVALID_ARGUMENT"
 
 
 class MethodNotFoundError(A2AError):
     code = -32601
     reason = "METHOD_NOT_FOUND"
     default_message = "Method not found"
+    http_status = 404
+    status = "NOT_FOUND"
 
 
 class InvalidParamsError(A2AError):
     code = -32602
     reason = "INVALID_ARGUMENT"
     default_message = "Invalid parameters"
+    http_status = 400
+    status = "INVALID_ARGUMENT"
 
 
 class InternalError(A2AError):
@@ -62,55 +72,53 @@ class InternalError(A2AError):
 class StoreUnavailableError(A2AError):
     reason = "STORE_UNAVAILABLE"
     default_message = "The task store is unavailable; retry later"
+    http_status = 503
+    status = "UNAVAILABLE"
 
 
 class TaskNotFoundError(A2AError):
     code = -32001
     reason = "TASK_NOT_FOUND"
     default_message = "Task not found"
+    http_status = 404
+    status = "NOT_FOUND"
 
 
 class TaskNotCancelableError(A2AError):
     code = -32002
     reason = "TASK_NOT_CANCELABLE"
     default_message = "Task cannot be canceled"
+    http_status = 400
+    status = "FAILED_PRECONDITION"
 
 
 class PushNotificationNotSupportedError(A2AError):
     code = -32003
     reason = "PUSH_NOTIFICATION_NOT_SUPPORTED"
     default_message = "Push Notification is not supported"
+    http_status = 400
+    status = "FAILED_PRECONDITION"
 
 
 class UnsupportedOperationError(A2AError):
     code = -32004
     reason = "UNSUPPORTED_OPERATION"
     default_message = "This operation is not supported"
+    http_status = 400
+    status = "FAILED_PRECONDITION"
 
 
 class ContentTypeNotSupportedError(A2AError):
     code = -32005
     reason = "CONTENT_TYPE_NOT_SUPPORTED"
     default_message = "Incompatible content types"
+    http_status = 400
+    status = "INVALID_ARGUMENT"
 
 
 class VersionNotSupportedError(A2AError):
     code = -32009
     reason = "VERSION_NOT_SUPPORTED"
     default_message = "A2A version not supported"
-
-
-HTTP_STATUS: dict[int, int] = {
-    -32700: 400,
-    -32600: 400,
-    -32601: 404,
-    -32602: 400,
-    -32603: 500,
-    -32001: 404,
-    -32002: 400,
-    -32003: 400,
-    -32004: 400,
-    -32005: 400,
-    -32009: 400,
-}
-"""A2A 1.0.1 mapping of error codes to HTTP statuses (for the HTTP+JSON binding)."""
+    http_status = 400
+    status = "FAILED_PRECONDITION"

@@ -27,13 +27,11 @@ from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.card import AgentCardEndpoint, build_card, package_version
 from app.handler import RequestHandler
 from app.jsonrpc import JsonRpcBinding
+from app.operations import Operations
+from app.rest import RestBinding
 from app.settings import Settings
-from stores.memory import (
-    InMemoryCheckpointStore,
-    InMemoryLeaseStore,
-    InMemoryMessageStore,
-    InMemoryTaskStore,
-)
+from stores.base import StoreSet, StoreUnavailable
+from stores.memory import InMemoryStores
 
 logger = logging.getLogger(__name__)
 
@@ -48,6 +46,17 @@ def build_llm(settings: Settings) -> LLMClient:
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         timeout_s=settings.llm_timeout_s,
         num_retries=settings.llm_num_retries,
+    )
+
+
+def build_stores(settings: Settings) -> StoreSet:
+    if not settings.redis_url:
+        return InMemoryStores.create(ttl_s=settings.task_ttl_s)
+    # Imported here so the embedded default never loads the Redis client.
+    from stores.redis_stores import create_redis_stores
+
+    return create_redis_stores(
+        settings.redis_url, prefix=settings.redis_key_prefix, ttl_s=settings.task_ttl_s
     )
 
 
@@ -70,8 +79,8 @@ def create_app(
         timeout_s=settings.agent_tool_timeout_s,
     )
     llm_client = llm or build_llm(settings)
-    tasks = InMemoryTaskStore(ttl_s=settings.task_ttl_s)
-    messages = InMemoryMessageStore(ttl_s=settings.task_ttl_s)
+    stores = build_stores(settings)
+    tasks, messages, checkpoints = stores.tasks, stores.messages, stores.checkpoints
     registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
     if settings.agent_tools_requiring_approval:
         registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
@@ -87,13 +96,12 @@ def create_app(
         finish_tool=settings.agent_finish_tool,
     )
     agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
-    checkpoints = InMemoryCheckpointStore()
     runner = TaskRunner(
         agent,
         tasks=tasks,
         messages=messages,
         checkpoints=checkpoints,
-        leases=InMemoryLeaseStore(),
+        leases=stores.leases,
         holder=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
         lease_ttl_s=settings.lease_ttl_s,
     )
@@ -118,6 +126,7 @@ def create_app(
             warm_up.cancel()
             await supervisor.stop()
             await runner.shutdown()
+            await stores.aclose()
 
     app = FastAPI(
         title="a2a-agent-server",
@@ -131,7 +140,9 @@ def create_app(
         "/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False
     )
     app.add_api_route("/.well-known/agent.json", card, methods=["GET"], include_in_schema=False)
-    app.add_api_route("/", JsonRpcBinding(handler), methods=["POST"], include_in_schema=False)
+    operations = Operations(handler)
+    app.add_api_route("/", JsonRpcBinding(operations), methods=["POST"], include_in_schema=False)
+    app.router.routes.extend(RestBinding(operations).routes())
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -139,8 +150,13 @@ def create_app(
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
+        """Ready when the stores answer and the model adapter is loaded."""
+        try:
+            await stores.ping()
+        except StoreUnavailable:
+            return JSONResponse({"status": "unavailable", "stores": "unreachable"}, 503)
         if not model_ready.is_set():
-            return JSONResponse({"status": "starting", "model": "loading"}, status_code=503)
+            return JSONResponse({"status": "starting", "model": "loading"}, 503)
         return JSONResponse({"status": "ready"})
 
     app.state.settings = settings

@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import builtins
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from datetime import datetime
+from typing import Protocol
 
 from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskState
 
@@ -20,6 +22,10 @@ class StoreError(Exception):
 
 class StoreUnavailable(StoreError):
     """The backend cannot be reached; the request may be retried later."""
+
+
+class TaskGone(StoreError):
+    """Publishing to a task that does not exist (it expired, or never did)."""
 
 
 class InvalidPageToken(StoreError):
@@ -71,12 +77,13 @@ class TaskStore(ABC):
 
         When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
         as reflecting this position. Chunks are published without one (cheap streaming).
+        Raises TaskGone if the task does not exist.
         """
 
     @abstractmethod
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
-    ) -> list[JournalEntry]:
+    ) -> builtins.list[JournalEntry]:
         """Journal entries after `after`, waiting up to `timeout_s` for the first one to arrive."""
 
 
@@ -164,3 +171,18 @@ class LeaseStore(ABC):
     @abstractmethod
     async def expired(self, *, limit: int = 100) -> list[TaskRef]:
         """Tasks whose lease expired without being released (their process died)."""
+
+
+class StoreSet(Protocol):
+    """The stores of one backend, with its health check and shutdown."""
+
+    tasks: TaskStore
+    messages: MessageStore
+    checkpoints: CheckpointStore
+    leases: LeaseStore
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable unless the backend answers."""
+
+    async def aclose(self) -> None:
+        """Close connections."""

@@ -18,6 +18,7 @@ from stores.base import (
     LeaseStatus,
     LeaseStore,
     MessageStore,
+    TaskGone,
     TaskPage,
     TaskQuery,
     TaskRef,
@@ -34,7 +35,8 @@ def _timestamp_ms(task: Task) -> int:
 @dataclass
 class _StoredTask:
     task: Task
-    position: int
+    position: int  # of the last journal entry
+    snapshot_position: int  # of the entry the snapshot reflects
     journal: deque[JournalEntry]
     touched: float
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
@@ -67,6 +69,7 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         stored = _StoredTask(
             task=task.model_copy(deep=True),
             position=1,
+            snapshot_position=1,
             journal=deque(
                 [JournalEntry(position=1, event=TaskSnapshot(task=task.model_copy(deep=True)))],
                 maxlen=self._journal_max,
@@ -81,7 +84,9 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         if stored is None:
             return None
         return TaskRecord(
-            task=stored.task.model_copy(deep=True), owner=owner, position=stored.position
+            task=stored.task.model_copy(deep=True),
+            owner=owner,
+            position=stored.snapshot_position,
         )
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
@@ -113,12 +118,16 @@ class InMemoryTaskStore(TaskStore, _Expiring):
     async def publish(
         self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
     ) -> int:
-        stored = self._tasks[(owner, task_id)]
+        stored = self._tasks.get((owner, task_id))
+        if stored is None:
+            raise TaskGone(f"task {task_id!r} does not exist (or expired)")
         stored.position += 1
-        stored.journal.append(JournalEntry(position=stored.position, event=event))
+        entry = JournalEntry(position=stored.position, event=event.model_copy(deep=True))
+        stored.journal.append(entry)
         stored.touched = time.monotonic()
         if snapshot is not None:
             stored.task = snapshot.model_copy(deep=True)
+            stored.snapshot_position = stored.position
         arrived, stored.arrived = stored.arrived, asyncio.Event()
         arrived.set()
         return stored.position
@@ -134,7 +143,7 @@ class InMemoryTaskStore(TaskStore, _Expiring):
                 await asyncio.wait_for(stored.arrived.wait(), timeout_s)
             except TimeoutError:
                 return []
-        return [entry for entry in stored.journal if entry.position > after]
+        return [entry.model_copy(deep=True) for entry in stored.journal if entry.position > after]
 
 
 @dataclass
@@ -251,3 +260,28 @@ class InMemoryLeaseStore(LeaseStore):
             for (owner, task_id), lease in self._leases.items()
             if lease.expires <= now
         ][:limit]
+
+
+@dataclass
+class InMemoryStores:
+    """The embedded default: all four stores in this process."""
+
+    tasks: InMemoryTaskStore
+    messages: InMemoryMessageStore
+    checkpoints: InMemoryCheckpointStore
+    leases: InMemoryLeaseStore
+
+    @classmethod
+    def create(cls, *, ttl_s: float) -> InMemoryStores:
+        return cls(
+            tasks=InMemoryTaskStore(ttl_s=ttl_s),
+            messages=InMemoryMessageStore(ttl_s=ttl_s),
+            checkpoints=InMemoryCheckpointStore(),
+            leases=InMemoryLeaseStore(),
+        )
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None

@@ -25,7 +25,9 @@ class Record(BaseModel):
 
 
 def utc_now() -> datetime:
-    return datetime.now(UTC)
+    """Now, to the millisecond: the precision timestamps have on the wire and in every store."""
+    now = datetime.now(UTC)
+    return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
 def iso_timestamp(moment: datetime) -> str:

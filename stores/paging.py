@@ -19,5 +19,5 @@ def decode_cursor(token: str) -> tuple[int, str]:
         padded = token + "=" * (-len(token) % 4)
         payload = json.loads(base64.urlsafe_b64decode(padded.encode()))
         return int(payload["t"]), str(payload["id"])
-    except (binascii.Error, ValueError, KeyError, TypeError) as exc:
+    except (binascii.Error, ValueError, KeyError, TypeError, OverflowError) as exc:
         raise InvalidPageToken(f"invalid page token {token!r}") from exc

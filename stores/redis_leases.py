@@ -179,7 +179,7 @@ class RedisLeaseStore(LeaseStore):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
-                await pubsub.aclose()
+                await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def expired(self, *, limit: int = 100) -> list[TaskRef]:
         with redis_available():

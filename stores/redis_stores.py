@@ -75,9 +75,7 @@ class RedisMessageStore(MessageStore):
         if limit <= 0:
             return []
         with redis_available():
-            raw = await self._redis.lrange(  # type: ignore[misc]
-                self._keys.conversation(owner, context_id), -limit, -1
-            )
+            raw = await self._redis.lrange(self._keys.conversation(owner, context_id), -limit, -1)
         return [load_message(item) for item in raw]
 
     async def append(
@@ -141,7 +139,7 @@ class RedisStores:
     async def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers."""
         with redis_available():
-            await self.client.ping()  # type: ignore[misc]
+            await self.client.ping()
 
     async def aclose(self) -> None:
         await self.read_client.aclose()

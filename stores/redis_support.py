@@ -31,9 +31,9 @@ def redis_available() -> Iterator[None]:
         raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
 
 
-def text(value: bytes | str) -> str:
+def text(value: object) -> str:
     """A reply as text, whether the client decodes responses or not."""
-    return value.decode() if isinstance(value, bytes) else value
+    return value.decode() if isinstance(value, bytes) else str(value)
 
 
 class LuaScript:
@@ -49,10 +49,10 @@ class LuaScript:
 
     async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
-            return await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await client.script_load(self.source)
-            return await client.evalsha(self.sha, len(keys), *keys, *args)  # type: ignore[misc]
+            return await client.evalsha(self.sha, len(keys), *keys, *args)
 
     def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
         pipe.evalsha(self.sha, len(keys), *keys, *args)

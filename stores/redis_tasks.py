@@ -27,12 +27,13 @@ readers never take the connections that publishes need.
 from __future__ import annotations
 
 import asyncio
+import builtins
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from stores.base import StoreUnavailable, TaskPage, TaskQuery, TaskStore
+from stores.base import StoreUnavailable, TaskGone, TaskPage, TaskQuery, TaskStore
 from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis_keys import RedisKeys
@@ -125,7 +126,7 @@ class RedisTaskStore(TaskStore):
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
-            raw, position = await self._redis.hmget(  # type: ignore[misc]
+            raw, position = await self._redis.hmget(
                 self._keys.task(owner, task_id), ["task", "pos"]
             )
         if raw is None or position is None:
@@ -184,7 +185,7 @@ class RedisTaskStore(TaskStore):
         self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
     ) -> int:
         keys = [self._keys.task(owner, task_id), self._keys.journal(owner, task_id)]
-        args: list[Any] = [dump_event(event), self._ttl_ms, self._journal_max]
+        args: builtins.list[Any] = [dump_event(event), self._ttl_ms, self._journal_max]
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: exactly one EVALSHA round trip.
@@ -198,12 +199,12 @@ class RedisTaskStore(TaskStore):
 
                 position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
         if position == 0:
-            raise KeyError((owner, task_id))  # as the in-memory store: publishing needs a task
+            raise TaskGone(f"task {task_id!r} does not exist (or expired)")
         return position
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
-    ) -> list[JournalEntry]:
+    ) -> builtins.list[JournalEntry]:  # `list` is the method above, in this class body
         journal = self._keys.journal(owner, task_id)
         start = f"{max(after, 0)}-1"  # entry ids are "<position>-1": XREAD returns ids > start
         with redis_available():
@@ -224,7 +225,7 @@ class RedisTaskStore(TaskStore):
                 raise StoreUnavailable("Redis did not answer a blocking read") from exc
         return _entries(found)
 
-    def _listing_fields(self, task: Task) -> list[Any]:
+    def _listing_fields(self, task: Task) -> builtins.list[Any]:
         moment = task.status.timestamp
         return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
 

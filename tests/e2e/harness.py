@@ -85,8 +85,12 @@ def server_command(port: int) -> list[str]:
 class ServerProcess:
     """``a2a-server`` on a free loopback port, wired to a fake LLM; in-memory stores."""
 
-    def __init__(self, llm_base_url: str, env: dict[str, str] | None = None,
-                 start_timeout: float | None = None) -> None:
+    def __init__(
+        self,
+        llm_base_url: str,
+        env: dict[str, str] | None = None,
+        start_timeout: float | None = None,
+    ) -> None:
         self.llm_base_url = llm_base_url
         self.extra_env = dict(env or {})
         self.start_timeout = start_timeout or float(os.environ.get("E2E_SERVER_START_TIMEOUT", 30))
@@ -123,8 +127,8 @@ class ServerProcess:
 
     def start(self) -> ServerProcess:
         cmd = server_command(self.port)
-        self._out = open(self.stdout_path, "wb")  # noqa: SIM115
-        self._err = open(self.stderr_path, "wb")  # noqa: SIM115
+        self._out = open(self.stdout_path, "wb")
+        self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
             cmd,
             cwd=ROOT,
@@ -139,8 +143,9 @@ class ServerProcess:
         with httpx.Client(trust_env=False, timeout=2) as client:
             while time.monotonic() < deadline:
                 if self.proc.poll() is not None:
-                    self._fail(f"server exited with code {self.proc.returncode} during startup",
-                               cmd)
+                    self._fail(
+                        f"server exited with code {self.proc.returncode} during startup", cmd
+                    )
                 try:
                     r = client.get(self.url + "/healthz")
                     if r.status_code == 200:
@@ -190,7 +195,9 @@ class ServerProcess:
 
 
 def _assert_no_traceback(text: str, where: str) -> None:
-    assert "Traceback" not in text, f"{where}: response body leaks a Python traceback:\n{text[:3000]}"
+    assert "Traceback" not in text, (
+        f"{where}: response body leaks a Python traceback:\n{text[:3000]}"
+    )
 
 
 @dataclass
@@ -303,8 +310,11 @@ class RpcClient:
 
     # ---- raw ---------------------------------------------------------------------------------
 
-    def post_raw(self, body: bytes | str | Any, headers: dict[str, str] | None = None,
-                 ) -> httpx.Response:
+    def post_raw(
+        self,
+        body: bytes | str | Any,
+        headers: dict[str, str] | None = None,
+    ) -> httpx.Response:
         h = {**A2A_HEADERS, **(headers or {})}
         if isinstance(body, (bytes, str)):
             content = body.encode() if isinstance(body, str) else body
@@ -322,15 +332,18 @@ class RpcClient:
 
     # ---- JSON-RPC ----------------------------------------------------------------------------
 
-    def call(self, method: str, params: Any = None, id: Any = None,
-             headers: dict[str, str] | None = None) -> dict[str, Any]:
+    def call(
+        self, method: str, params: Any = None, id: Any = None, headers: dict[str, str] | None = None
+    ) -> dict[str, Any]:
         """Send one request; return the whole JSON-RPC response object (HTTP 200 asserted)."""
         rid = self.next_id() if id is None else id
         payload: dict[str, Any] = {"jsonrpc": "2.0", "id": rid, "method": method}
         if params is not None:
             payload["params"] = params
         r = self.post_raw(payload, headers=headers)
-        assert r.status_code == 200, f"{method}: HTTP {r.status_code} (JSON-RPC wants 200): {r.text}"
+        assert r.status_code == 200, (
+            f"{method}: HTTP {r.status_code} (JSON-RPC wants 200): {r.text}"
+        )
         assert r.headers.get("content-type", "").startswith("application/json"), (
             f"{method}: content-type {r.headers.get('content-type')!r}: {r.text[:500]}"
         )
@@ -353,8 +366,9 @@ class RpcClient:
         return body["error"]
 
     @contextlib.contextmanager
-    def stream(self, method: str, params: Any = None, id: Any = None,
-               read_timeout: float = 20.0) -> Iterator[SSEStream]:
+    def stream(
+        self, method: str, params: Any = None, id: Any = None, read_timeout: float = 20.0
+    ) -> Iterator[SSEStream]:
         rid = self.next_id() if id is None else id
         payload = {"jsonrpc": "2.0", "id": rid, "method": method, "params": params}
         with self.http.stream(
@@ -378,20 +392,39 @@ class RpcClient:
 
     # ---- A2A conveniences ----------------------------------------------------------------------
 
-    def send(self, text: str, *, context_id: str | None = None, task_id: str | None = None,
-             configuration: dict[str, Any] | None = None, **message_fields: Any) -> dict[str, Any]:
+    def send(
+        self,
+        text: str,
+        *,
+        context_id: str | None = None,
+        task_id: str | None = None,
+        configuration: dict[str, Any] | None = None,
+        **message_fields: Any,
+    ) -> dict[str, Any]:
         """SendMessage; returns the Task from ``{"task": ...}``."""
-        res = self.result("SendMessage", send_params(text, context_id=context_id,
-                                                     task_id=task_id, configuration=configuration,
-                                                     **message_fields))
+        res = self.result(
+            "SendMessage",
+            send_params(
+                text,
+                context_id=context_id,
+                task_id=task_id,
+                configuration=configuration,
+                **message_fields,
+            ),
+        )
         assert isinstance(res, dict) and "task" in res, f"SendMessage result is not {{task}}: {res}"
         return res["task"]
 
     def get_task(self, task_id: str, **params: Any) -> dict[str, Any]:
         return self.result("GetTask", {"id": task_id, **params})
 
-    def wait_for_state(self, task_id: str, states: Iterable[str] | str = TERMINAL_STATES,
-                       timeout: float = 15.0, interval: float = 0.1) -> dict[str, Any]:
+    def wait_for_state(
+        self,
+        task_id: str,
+        states: Iterable[str] | str = TERMINAL_STATES,
+        timeout: float = 15.0,
+        interval: float = 0.1,
+    ) -> dict[str, Any]:
         wanted = {states} if isinstance(states, str) else set(states)
         deadline = time.monotonic() + timeout
         task = self.get_task(task_id)
@@ -406,8 +439,14 @@ class RpcClient:
         return task
 
 
-def user_message(text: str, *, context_id: str | None = None, task_id: str | None = None,
-                 message_id: str | None = None, **extra: Any) -> dict[str, Any]:
+def user_message(
+    text: str,
+    *,
+    context_id: str | None = None,
+    task_id: str | None = None,
+    message_id: str | None = None,
+    **extra: Any,
+) -> dict[str, Any]:
     m: dict[str, Any] = {
         "messageId": message_id or new_id("msg-"),
         "role": "ROLE_USER",
@@ -421,9 +460,14 @@ def user_message(text: str, *, context_id: str | None = None, task_id: str | Non
     return m
 
 
-def send_params(text: str, *, context_id: str | None = None, task_id: str | None = None,
-                configuration: dict[str, Any] | None = None, **message_fields: Any,
-                ) -> dict[str, Any]:
+def send_params(
+    text: str,
+    *,
+    context_id: str | None = None,
+    task_id: str | None = None,
+    configuration: dict[str, Any] | None = None,
+    **message_fields: Any,
+) -> dict[str, Any]:
     params: dict[str, Any] = {
         "message": user_message(text, context_id=context_id, task_id=task_id, **message_fields)
     }
@@ -479,8 +523,7 @@ def stream_results(events: list[SSEEvent], request_id: Any) -> list[dict[str, An
     keys = [event_id_key(ev.id) for ev in events]
     for n in range(1, len(keys)):
         assert keys[n] > keys[n - 1], (
-            f"SSE ids not strictly increasing at event {n}: "
-            f"{[ev.id for ev in events]}"
+            f"SSE ids not strictly increasing at event {n}: {[ev.id for ev in events]}"
         )
     return results
 
@@ -506,8 +549,10 @@ def describe(results: list[dict[str, Any]]) -> str:
         k = kind_of(r)
         if k == "artifactUpdate":
             a = r[k]
-            out.append(f"artifactUpdate(append={a.get('append')}, last={a.get('lastChunk')}, "
-                       f"text={''.join(p.get('text', '') for p in a['artifact']['parts'])!r})")
+            out.append(
+                f"artifactUpdate(append={a.get('append')}, last={a.get('lastChunk')}, "
+                f"text={''.join(p.get('text', '') for p in a['artifact']['parts'])!r})"
+            )
         elif k in ("task", "statusUpdate"):
             st = r[k]["status"]
             msg = st.get("message")

@@ -6,8 +6,14 @@ import time
 
 import pytest
 
-from tests.e2e.harness import TERMINAL_STATES, assert_error, describe, send_params, state_of
-from tests.e2e.harness import stream_results
+from tests.e2e.harness import (
+    TERMINAL_STATES,
+    assert_error,
+    describe,
+    send_params,
+    state_of,
+    stream_results,
+)
 from tests.e2e.wire import artifact_text, assert_valid
 from tests.fakes.fake_llm import text, tool_calls
 
@@ -58,8 +64,9 @@ def test_cancel_is_idempotent(rpc, fake_llm, marker):
 def test_cancel_during_tool_call(rpc, fake_llm, marker):
     tool_seconds = 3.0
     fake_llm.script(
-        tool_calls([("slow_echo", {"text": "zzz", "seconds": tool_seconds})],
-                   when_user_contains=marker),
+        tool_calls(
+            [("slow_echo", {"text": "zzz", "seconds": tool_seconds})], when_user_contains=marker
+        ),
         text("after tool", when_user_contains=marker),
     )
     task = _start(rpc, f"slow tool {marker}")
@@ -110,7 +117,9 @@ def test_canceled_task_rejects_follow_up(rpc, fake_llm, marker):
     fake_llm.script(text("never", delay=3.0, when_user_contains=marker))
     task = _start(rpc, f"cancel then continue {marker}")
     rpc.result("CancelTask", {"id": task["id"]})
-    err = rpc.error("SendMessage", send_params(f"more {marker}", task_id=task["id"],
-                                               context_id=task["contextId"]))
+    err = rpc.error(
+        "SendMessage",
+        send_params(f"more {marker}", task_id=task["id"], context_id=task["contextId"]),
+    )
     assert_error(err, -32004)
     assert rpc.get_task(task["id"])["status"]["state"] in TERMINAL_STATES

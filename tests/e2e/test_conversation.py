@@ -75,8 +75,7 @@ def test_third_turn_and_isolation_between_contexts(rpc, fake_llm, marker):
 def test_system_prompt_is_never_stored_or_echoed(rpc, fake_llm, marker):
     t1 = rpc.send(f"secret? {marker}-s1")
     ctx = t1["contextId"]
-    with rpc.stream("SendStreamingMessage",
-                    send_params(f"again {marker}-s2", context_id=ctx)) as s:
+    with rpc.stream("SendStreamingMessage", send_params(f"again {marker}-s2", context_id=ctx)) as s:
         raw_events = [ev.raw for ev in s.sse_events()]
     tasks = rpc.result("ListTasks", {"contextId": ctx, "includeArtifacts": True})
     got = [rpc.get_task(t["id"]) for t in tasks["tasks"]]

@@ -33,8 +33,9 @@ def test_parse_error(rpc, body):
 
 
 def test_wrong_jsonrpc_version(rpc):
-    err = _raw_error(rpc, {"jsonrpc": "1.0", "id": 7, "method": "GetTask",
-                           "params": {"id": "x"}}, 7)
+    err = _raw_error(
+        rpc, {"jsonrpc": "1.0", "id": 7, "method": "GetTask", "params": {"id": "x"}}, 7
+    )
     assert_error(err, -32600)
 
 
@@ -54,9 +55,15 @@ def test_batch_is_rejected(rpc):
     assert_error(data["error"], -32600)
 
 
-@pytest.mark.parametrize("body", [{"jsonrpc": "2.0", "id": 9, "method": 42},
-                                  {"jsonrpc": "2.0", "id": 9},
-                                  "[]" , '"just a string"'])
+@pytest.mark.parametrize(
+    "body",
+    [
+        {"jsonrpc": "2.0", "id": 9, "method": 42},
+        {"jsonrpc": "2.0", "id": 9},
+        "[]",
+        '"just a string"',
+    ],
+)
 def test_invalid_request_shapes(rpc, body):
     r = rpc.post_raw(body if isinstance(body, (dict, list)) else body.encode())
     assert r.status_code == 200, r.text
@@ -104,10 +111,13 @@ def _msg(**over):
         pytest.param({"message": _msg(messageId=None)}, id="no-messageId"),
         pytest.param({"message": _msg(role="user")}, id="0.3-role"),
         pytest.param({"message": _msg(role=None)}, id="no-role"),
-        pytest.param({"message": _msg(), "configuration": {"historyLength": -1}},
-                     id="negative-historyLength"),
-        pytest.param({"message": _msg(), "configuration": {"historyLength": "many"}},
-                     id="string-historyLength"),
+        pytest.param(
+            {"message": _msg(), "configuration": {"historyLength": -1}}, id="negative-historyLength"
+        ),
+        pytest.param(
+            {"message": _msg(), "configuration": {"historyLength": "many"}},
+            id="string-historyLength",
+        ),
         pytest.param([1, 2], id="params-array"),
         pytest.param("params", id="params-string"),
     ],
@@ -163,8 +173,9 @@ def test_send_with_unknown_task_id(rpc, fake_llm, marker):
 
 
 def test_stream_with_unknown_task_id(rpc, marker):
-    with rpc.stream("SendStreamingMessage",
-                    send_params(f"continue {marker}", task_id="no-such-task-790")) as s:
+    with rpc.stream(
+        "SendStreamingMessage", send_params(f"continue {marker}", task_id="no-such-task-790")
+    ) as s:
         assert s.content_type.startswith("application/json"), s.content_type
         body = s.json()
     assert_error(body["error"], -32001)
@@ -173,8 +184,10 @@ def test_stream_with_unknown_task_id(rpc, marker):
 def test_send_to_completed_task(rpc, fake_llm, marker):
     task = rpc.send(f"finish {marker}")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    err = rpc.error("SendMessage", send_params(f"more {marker}-2", task_id=task["id"],
-                                               context_id=task["contextId"]))
+    err = rpc.error(
+        "SendMessage",
+        send_params(f"more {marker}-2", task_id=task["id"], context_id=task["contextId"]),
+    )
     assert_error(err, -32004)
     assert fake_llm.requests_for(f"{marker}-2") == []
     again = rpc.get_task(task["id"])
@@ -185,12 +198,24 @@ def test_send_to_completed_task(rpc, fake_llm, marker):
 def test_error_messages_do_not_leak_internals(rpc):
     """Odd inputs must produce clean errors, never a stack trace (checked on every body)."""
     odd = [
-        ("SendMessage", {"message": {"messageId": 5, "role": "ROLE_USER",
-                                     "parts": [{"text": "x"}]}}),
-        ("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER",
-                                     "parts": [{"text": None}]}}),
-        ("SendMessage", {"message": {"messageId": "m", "role": "ROLE_USER",
-                                     "parts": [{"text": "x", "raw": "eA=="}]}}),
+        (
+            "SendMessage",
+            {"message": {"messageId": 5, "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+        ),
+        (
+            "SendMessage",
+            {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": None}]}},
+        ),
+        (
+            "SendMessage",
+            {
+                "message": {
+                    "messageId": "m",
+                    "role": "ROLE_USER",
+                    "parts": [{"text": "x", "raw": "eA=="}],
+                }
+            },
+        ),
         ("GetTask", {"id": 12345}),
         ("GetTask", {"id": ["a"]}),
         ("ListTasks", {"pageSize": "ten"}),

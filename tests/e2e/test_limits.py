@@ -16,8 +16,7 @@ SERVER_ENV = {"AGENT_MAX_ITERATIONS": "2"}
 
 
 def test_max_iterations_fails_the_task(rpc, fake_llm, marker):
-    fake_llm.script(tool_calls([("add", {"a": 1, "b": 1})], when_user_contains=marker,
-                               times=None))
+    fake_llm.script(tool_calls([("add", {"a": 1, "b": 1})], when_user_contains=marker, times=None))
     task = rpc.send(f"loop forever {marker}")
     assert_valid("task", task)
     assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]
@@ -30,8 +29,7 @@ def test_max_iterations_fails_the_task(rpc, fake_llm, marker):
 
 
 def test_max_iterations_stream_ends_failed(rpc, fake_llm, marker):
-    fake_llm.script(tool_calls([("add", {"a": 2, "b": 2})], when_user_contains=marker,
-                               times=None))
+    fake_llm.script(tool_calls([("add", {"a": 2, "b": 2})], when_user_contains=marker, times=None))
     with rpc.stream("SendStreamingMessage", send_params(f"loop stream {marker}")) as s:
         events = list(s.sse_events())
     results = stream_results(events, s.request_id)
@@ -44,8 +42,9 @@ def test_max_iterations_stream_ends_failed(rpc, fake_llm, marker):
 
 @pytest.mark.parametrize("status", [400, 500])
 def test_model_error_fails_the_task(rpc, fake_llm, marker, status):
-    fake_llm.script(error(status, f"upstream exploded {status}", when_user_contains=marker,
-                          times=None))
+    fake_llm.script(
+        error(status, f"upstream exploded {status}", when_user_contains=marker, times=None)
+    )
     task = rpc.send(f"doomed {marker}")
     assert_valid("task", task)
     assert task["status"]["state"] == "TASK_STATE_FAILED", task["status"]

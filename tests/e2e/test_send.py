@@ -61,8 +61,10 @@ def test_context_id_is_generated_and_distinct(rpc, fake_llm, marker):
 def test_return_immediately_then_task_completes(rpc, fake_llm, marker):
     fake_llm.script(text(["slow ", "answer"], delay=1.5, when_user_contains=marker))
     t0 = time.monotonic()
-    res = rpc.result("SendMessage", {"message": user_message(f"hurry {marker}"),
-                                     "configuration": {"returnImmediately": True}})
+    res = rpc.result(
+        "SendMessage",
+        {"message": user_message(f"hurry {marker}"), "configuration": {"returnImmediately": True}},
+    )
     elapsed = time.monotonic() - t0
     assert_valid("send_message_response", res)
     task = res["task"]
@@ -91,8 +93,10 @@ def test_get_task_returns_the_same_task(rpc, fake_llm, marker):
 
 def test_send_history_length_zero_omits_history(rpc, fake_llm, marker):
     fake_llm.script(text("no history please", when_user_contains=marker))
-    res = rpc.result("SendMessage", {"message": user_message(f"h0 {marker}"),
-                                     "configuration": {"historyLength": 0}})
+    res = rpc.result(
+        "SendMessage",
+        {"message": user_message(f"h0 {marker}"), "configuration": {"historyLength": 0}},
+    )
     assert_valid("send_message_response", res)
     task = res["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"

@@ -12,15 +12,13 @@ pytestmark = pytest.mark.timeout(60)
 
 
 def _msg(text_, **fields):
-    return {"message_id": new_id("msg-"), "role": "ROLE_USER", "parts": [{"text": text_}],
-            **fields}
+    return {"message_id": new_id("msg-"), "role": "ROLE_USER", "parts": [{"text": text_}], **fields}
 
 
 def test_snake_case_send_and_get(rpc, fake_llm, marker):
     fake_llm.script(text("snake ok", delay=1.0, when_user_contains=marker))
     m = _msg(f"snake {marker}")
-    res = rpc.result("SendMessage", {"message": m,
-                                     "configuration": {"return_immediately": True}})
+    res = rpc.result("SendMessage", {"message": m, "configuration": {"return_immediately": True}})
     assert_valid("send_message_response", res)
     task = res["task"]
     assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), (
@@ -39,8 +37,9 @@ def test_snake_case_send_and_get(rpc, fake_llm, marker):
 
 def test_snake_case_context_id_continues_conversation(rpc, fake_llm, marker):
     t1 = rpc.send(f"first {marker}-1")
-    t2 = rpc.result("SendMessage", {"message": _msg(f"second {marker}-2",
-                                                    context_id=t1["contextId"])})["task"]
+    t2 = rpc.result(
+        "SendMessage", {"message": _msg(f"second {marker}-2", context_id=t1["contextId"])}
+    )["task"]
     assert t2["contextId"] == t1["contextId"], "context_id ignored"
     (req,) = fake_llm.requests_for(f"{marker}-2")
     users = [m["content"] for m in req["messages"] if m["role"] == "user"]
@@ -53,19 +52,23 @@ def test_snake_case_task_id_is_honoured(rpc, marker):
 
 
 def test_snake_case_send_history_length(rpc, marker):
-    res = rpc.result("SendMessage", {"message": _msg(f"h {marker}"),
-                                     "configuration": {"history_length": 0}})
+    res = rpc.result(
+        "SendMessage", {"message": _msg(f"h {marker}"), "configuration": {"history_length": 0}}
+    )
     assert "history" not in res["task"], res["task"].get("history")
 
 
 def test_snake_case_list_tasks(rpc, marker):
     t1 = rpc.send(f"list a {marker}")
     rpc.send(f"list b {marker}", context_id=t1["contextId"])
-    res = rpc.result("ListTasks", {"context_id": t1["contextId"], "page_size": 1,
-                                   "include_artifacts": True})
+    res = rpc.result(
+        "ListTasks", {"context_id": t1["contextId"], "page_size": 1, "include_artifacts": True}
+    )
     assert_valid("list_tasks_response", res)
     assert len(res["tasks"]) == 1 and res["totalSize"] == 2, res
     assert res["tasks"][0].get("artifacts"), "include_artifacts ignored"
-    nxt = rpc.result("ListTasks", {"context_id": t1["contextId"], "page_size": 1,
-                                   "page_token": res["nextPageToken"]})
+    nxt = rpc.result(
+        "ListTasks",
+        {"context_id": t1["contextId"], "page_size": 1, "page_token": res["nextPageToken"]},
+    )
     assert len(nxt["tasks"]) == 1 and nxt["tasks"][0]["id"] != res["tasks"][0]["id"], nxt

@@ -26,8 +26,9 @@ def _start(rpc, msg):
 
 
 def test_subscribe_to_running_task(rpc, fake_llm, marker):
-    fake_llm.script(text(["one ", "two ", "three"], delay=1.0, chunk_delay=0.1,
-                         when_user_contains=marker))
+    fake_llm.script(
+        text(["one ", "two ", "three"], delay=1.0, chunk_delay=0.1, when_user_contains=marker)
+    )
     task = _start(rpc, f"subscribe me {marker}")
     with rpc.stream("SubscribeToTask", {"id": task["id"]}) as s:
         assert s.is_sse, f"{s.status_code} {s.content_type}: {s.response.read()[:500]!r}"
@@ -54,11 +55,12 @@ def test_subscribe_to_running_task(rpc, fake_llm, marker):
 
 
 def test_concurrent_subscribers_see_the_same_events(rpc, fake_llm, marker):
-    fake_llm.script(text(["x", "y", "z"], delay=1.5, chunk_delay=0.1,
-                         when_user_contains=marker))
+    fake_llm.script(text(["x", "y", "z"], delay=1.5, chunk_delay=0.1, when_user_contains=marker))
     task = _start(rpc, f"two watchers {marker}")
-    with rpc.stream("SubscribeToTask", {"id": task["id"]}) as a, \
-            rpc.stream("SubscribeToTask", {"id": task["id"]}) as b:
+    with (
+        rpc.stream("SubscribeToTask", {"id": task["id"]}) as a,
+        rpc.stream("SubscribeToTask", {"id": task["id"]}) as b,
+    ):
         ita, itb = a.sse_events(), b.sse_events()
         first_a, first_b = next(ita), next(itb)  # both subscribed before the model answers
         rest_a, rest_b = list(ita), list(itb)

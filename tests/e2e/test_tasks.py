@@ -100,7 +100,15 @@ def test_list_history_length(rpc, three_tasks):
     assert all("history" not in t for t in res0["tasks"]), res0
 
 
-@pytest.mark.parametrize("params", [{"pageSize": 0}, {"pageSize": 101}, {"pageSize": -1},
-                                    {"status": "DONE"}, {"historyLength": -1}])
+@pytest.mark.parametrize(
+    "params",
+    [
+        {"pageSize": 0},
+        {"pageSize": 101},
+        {"pageSize": -1},
+        {"status": "DONE"},
+        {"historyLength": -1},
+    ],
+)
 def test_list_invalid_params(rpc, params):
     assert_error(rpc.error("ListTasks", params), -32602)

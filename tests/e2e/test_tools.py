@@ -31,10 +31,7 @@ def test_tool_round_trip(rpc, fake_llm, marker):
     assert len(reqs) == 2, f"expected 2 model calls, got {len(reqs)}"
     second = reqs[1]["messages"]
     calls = [
-        tc
-        for m in second
-        if m.get("role") == "assistant"
-        for tc in (m.get("tool_calls") or [])
+        tc for m in second if m.get("role") == "assistant" for tc in (m.get("tool_calls") or [])
     ]
     assert len(calls) == 1 and calls[0]["function"]["name"] == "add", second
     assert json.loads(calls[0]["function"]["arguments"]) == {"a": 2, "b": 3}

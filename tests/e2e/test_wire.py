@@ -18,8 +18,13 @@ TASK = {
     "artifacts": [{"artifactId": "a1", "parts": [{"text": "hello"}]}],
     "history": [
         {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "hi"}], "contextId": "c1"},
-        {"messageId": "m2", "role": "ROLE_AGENT", "parts": [{"text": "hello"}], "contextId": "c1",
-         "taskId": "t1"},
+        {
+            "messageId": "m2",
+            "role": "ROLE_AGENT",
+            "parts": [{"text": "hello"}],
+            "contextId": "c1",
+            "taskId": "t1",
+        },
     ],
 }
 
@@ -55,17 +60,29 @@ def test_good_payloads_pass():
     assert_valid("stream_response", {"task": TASK})
     assert_valid(
         "stream_response",
-        {"statusUpdate": {"taskId": "t1", "contextId": "c1",
-                          "status": {"state": "TASK_STATE_WORKING"}}},
+        {
+            "statusUpdate": {
+                "taskId": "t1",
+                "contextId": "c1",
+                "status": {"state": "TASK_STATE_WORKING"},
+            }
+        },
     )
     assert_valid(
         "stream_response",
-        {"artifactUpdate": {"taskId": "t1", "contextId": "c1",
-                            "artifact": {"artifactId": "a", "parts": [{"text": "x"}]},
-                            "append": True, "lastChunk": False}},
+        {
+            "artifactUpdate": {
+                "taskId": "t1",
+                "contextId": "c1",
+                "artifact": {"artifactId": "a", "parts": [{"text": "x"}]},
+                "append": True,
+                "lastChunk": False,
+            }
+        },
     )
-    assert_valid("list_tasks_response",
-                 {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0})
+    assert_valid(
+        "list_tasks_response", {"tasks": [], "nextPageToken": "", "pageSize": 50, "totalSize": 0}
+    )
     assert_valid("agent_card", CARD)
     assert_valid("message", TASK["history"][0])
 
@@ -83,23 +100,40 @@ def test_good_payloads_pass():
         ("task", _mut(TASK, ["context_id"], "c1"), "snake_case output key"),
         ("task", _mut(TASK, ["artifacts", 0, "parts"], []), "empty required parts"),
         ("task", _mut(TASK, ["artifacts", 0, "parts", 0], {}), "part without content"),
-        ("task", _mut(TASK, ["artifacts", 0, "parts", 0], {"kind": "text", "text": "x"}),
-         "0.3 part"),
+        (
+            "task",
+            _mut(TASK, ["artifacts", 0, "parts", 0], {"kind": "text", "text": "x"}),
+            "0.3 part",
+        ),
         ("task", _mut(TASK, ["status", "timestamp"], "2026-11-22T10:00:00+01:00"), "non-Z ts"),
         ("task", _mut(TASK, ["status", "timestamp"], "yesterday"), "garbage ts"),
         ("send_message_response", TASK, "unwrapped task"),
         ("send_message_response", {}, "empty oneof"),
         ("stream_response", {"task": TASK, "message": TASK["history"][0]}, "two oneof members"),
-        ("stream_response",
-         {"statusUpdate": {"taskId": "t1", "contextId": "c1",
-                           "status": {"state": "TASK_STATE_COMPLETED"}, "final": True}},
-         "0.3 final flag"),
-        ("list_tasks_response", {"tasks": [], "pageSize": 50, "totalSize": 0},
-         "missing nextPageToken"),
+        (
+            "stream_response",
+            {
+                "statusUpdate": {
+                    "taskId": "t1",
+                    "contextId": "c1",
+                    "status": {"state": "TASK_STATE_COMPLETED"},
+                    "final": True,
+                }
+            },
+            "0.3 final flag",
+        ),
+        (
+            "list_tasks_response",
+            {"tasks": [], "pageSize": 50, "totalSize": 0},
+            "missing nextPageToken",
+        ),
         ("agent_card", _mut(CARD, ["skills"], []), "no skills"),
         ("agent_card", _mut(CARD, ["url"], "http://x/"), "0.3 url field"),
-        ("agent_card", _mut(CARD, ["supportedInterfaces", 0, "protocolVersion"], delete=True),
-         "interface without version"),
+        (
+            "agent_card",
+            _mut(CARD, ["supportedInterfaces", 0, "protocolVersion"], delete=True),
+            "interface without version",
+        ),
         ("message", _mut(TASK["history"][0], ["messageId"], delete=True), "no messageId"),
     ],
 )

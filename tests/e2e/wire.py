@@ -64,11 +64,15 @@ def assert_valid(kind: str, payload: Any) -> Any:
     except KeyError:
         raise ValueError(f"unknown kind {kind!r}; known: {sorted(KINDS)}") from None
     if not isinstance(payload, dict):
-        raise WireError(f"{kind}: expected a JSON object, got {type(payload).__name__}: {payload!r}")
+        raise WireError(
+            f"{kind}: expected a JSON object, got {type(payload).__name__}: {payload!r}"
+        )
     try:
         msg = json_format.ParseDict(payload, cls(), ignore_unknown_fields=False)
     except json_format.ParseError as exc:
-        raise WireError(f"{kind}: not a valid {cls.DESCRIPTOR.full_name}: {exc}\n{payload!r}") from exc
+        raise WireError(
+            f"{kind}: not a valid {cls.DESCRIPTOR.full_name}: {exc}\n{payload!r}"
+        ) from exc
     problems: list[str] = []
     _walk(cls.DESCRIPTOR, payload, kind, problems)
     if problems:
@@ -90,8 +94,9 @@ def _walk(desc: Descriptor, obj: dict[str, Any], path: str, problems: list[str])
     for key in obj:
         if key not in by_json:
             if key in by_name:
-                problems.append(f"{path}.{key}: snake_case key on output, expected "
-                                f"{by_name[key].json_name!r}")
+                problems.append(
+                    f"{path}.{key}: snake_case key on output, expected {by_name[key].json_name!r}"
+                )
             # unknown keys are already rejected by ParseDict
     for f in desc.fields:
         present = f.json_name in obj
@@ -113,14 +118,19 @@ def _walk(desc: Descriptor, obj: dict[str, Any], path: str, problems: list[str])
             sub = f.message_type
             if sub.full_name == "google.protobuf.Timestamp":
                 if not (isinstance(value, str) and _TS_RE.match(value)):
-                    problems.append(f"{path}.{f.json_name}: timestamp must be UTC with 'Z' "
-                                    f"suffix, got {value!r}")
+                    problems.append(
+                        f"{path}.{f.json_name}: timestamp must be UTC with 'Z' "
+                        f"suffix, got {value!r}"
+                    )
                 continue
             if sub.full_name in _OPAQUE:
                 continue
             if sub.GetOptions().map_entry:
                 vf = sub.fields_by_name["value"]
-                if vf.type == FieldDescriptor.TYPE_MESSAGE and vf.message_type.full_name not in _OPAQUE:
+                if (
+                    vf.type == FieldDescriptor.TYPE_MESSAGE
+                    and vf.message_type.full_name not in _OPAQUE
+                ):
                     for k, v in value.items():
                         if isinstance(v, dict):
                             _walk(vf.message_type, v, f"{path}.{f.json_name}[{k!r}]", problems)

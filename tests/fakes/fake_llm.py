@@ -385,7 +385,10 @@ class FakeLLMServer:
                 send, 200, {"object": "list", "data": [{"id": self.model_name, "object": "model"}]}
             )
             return
-        if method != "POST" or path.rstrip("/") not in ("/v1/chat/completions", "/chat/completions"):
+        if method != "POST" or path.rstrip("/") not in (
+            "/v1/chat/completions",
+            "/chat/completions",
+        ):
             await _send_json(send, 404, _error_body(f"no route {method} {path}", "not_found"))
             return
 
@@ -394,7 +397,9 @@ class FakeLLMServer:
             if not isinstance(body, dict):
                 raise ValueError("body is not an object")
         except ValueError as exc:
-            await _send_json(send, 400, _error_body(f"invalid JSON: {exc}", "invalid_request_error"))
+            await _send_json(
+                send, 400, _error_body(f"invalid JSON: {exc}", "invalid_request_error")
+            )
             return
 
         step = self._take_step(body)
@@ -439,8 +444,11 @@ class FakeLLMServer:
 
         if step.status is not None:
             etype = step.error_type or (
-                "rate_limit_exceeded" if step.status == 429 else
-                "server_error" if step.status >= 500 else "invalid_request_error"
+                "rate_limit_exceeded"
+                if step.status == 429
+                else "server_error"
+                if step.status >= 500
+                else "invalid_request_error"
             )
             await _send_json(
                 send,
@@ -477,8 +485,9 @@ class FakeLLMServer:
                     "object": "chat.completion",
                     "created": created,
                     "model": model,
-                    "choices": [{"index": 0, "message": message, "finish_reason": finish,
-                                 "logprobs": None}],
+                    "choices": [
+                        {"index": 0, "message": message, "finish_reason": finish, "logprobs": None}
+                    ],
                     "usage": usage,
                 },
             )
@@ -501,8 +510,9 @@ class FakeLLMServer:
                 "object": "chat.completion.chunk",
                 "created": created,
                 "model": model,
-                "choices": [{"index": 0, "delta": delta, "finish_reason": finish_reason,
-                             "logprobs": None}],
+                "choices": [
+                    {"index": 0, "delta": delta, "finish_reason": finish_reason, "logprobs": None}
+                ],
             }
 
         async def emit(obj: dict[str, Any] | str) -> bool:
@@ -510,8 +520,13 @@ class FakeLLMServer:
                 return False
             data = obj if isinstance(obj, str) else json.dumps(obj, separators=(",", ":"))
             try:
-                await send({"type": "http.response.body", "body": f"data: {data}\n\n".encode(),
-                            "more_body": True})
+                await send(
+                    {
+                        "type": "http.response.body",
+                        "body": f"data: {data}\n\n".encode(),
+                        "more_body": True,
+                    }
+                )
             except Exception:  # client went away
                 disconnected.set()
                 return False
@@ -552,8 +567,14 @@ class FakeLLMServer:
         opts = body.get("stream_options") or {}
         if opts.get("include_usage"):
             if not await emit(
-                {"id": cid, "object": "chat.completion.chunk", "created": created,
-                 "model": model, "choices": [], "usage": usage}
+                {
+                    "id": cid,
+                    "object": "chat.completion.chunk",
+                    "created": created,
+                    "model": model,
+                    "choices": [],
+                    "usage": usage,
+                }
             ):
                 return
         if not await emit("[DONE]"):

@@ -11,7 +11,7 @@ import pytest
 
 os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
 
-from tests.fakes.fake_llm import FakeLLMServer, error, text, tool_calls  # noqa: E402
+from tests.fakes.fake_llm import FakeLLMServer, error, text, tool_calls
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -155,7 +155,9 @@ async def test_error_status_surfaces_as_litellm_exception(llm, litellm_mod):
     llm.script(error(400, "bad things", when_user_contains="m-err", times=None))
     with pytest.raises(litellm_mod.BadRequestError) as ei:
         await litellm_mod.acompletion(
-            **_kw(llm), messages=[{"role": "user", "content": "m-err"}], stream=True,
+            **_kw(llm),
+            messages=[{"role": "user", "content": "m-err"}],
+            stream=True,
             num_retries=0,
         )
     assert "bad things" in str(ei.value)
@@ -187,8 +189,11 @@ def test_delay_before_first_byte_and_disconnect_is_recorded(llm):
     with pytest.raises(httpx.ReadTimeout), httpx.Client(trust_env=False) as c:
         c.post(
             llm.base_url + "/chat/completions",
-            json={"model": "fake-model", "messages": [{"role": "user", "content": "m-slow"}],
-                  "stream": True},
+            json={
+                "model": "fake-model",
+                "messages": [{"role": "user", "content": "m-slow"}],
+                "stream": True,
+            },
             timeout=httpx.Timeout(5, read=0.5),
         )
     assert time.monotonic() - t0 < 3
@@ -205,11 +210,15 @@ def test_raw_sse_framing(llm):
     with httpx.Client(trust_env=False) as c:
         r = c.post(
             llm.base_url + "/chat/completions",
-            json={"model": "fake-model", "messages": [{"role": "user", "content": "m-raw"}],
-                  "stream": True, "stream_options": {"include_usage": True}},
+            json={
+                "model": "fake-model",
+                "messages": [{"role": "user", "content": "m-raw"}],
+                "stream": True,
+                "stream_options": {"include_usage": True},
+            },
         )
     assert r.headers["content-type"].startswith("text/event-stream")
-    datas = [ln[len("data: "):] for ln in r.text.splitlines() if ln.startswith("data: ")]
+    datas = [ln[len("data: ") :] for ln in r.text.splitlines() if ln.startswith("data: ")]
     assert datas[-1] == "[DONE]"
     objs = [json.loads(d) for d in datas[:-1]]
     assert all(o["object"] == "chat.completion.chunk" for o in objs)

@@ -1,0 +1,78 @@
+"""Key layout: owner in every key, escaping, one hash-tag slot per operation."""
+
+from __future__ import annotations
+
+import itertools
+
+import pytest
+from redis.crc import key_slot
+
+from stores.redis_keys import RedisKeys, decode, encode
+
+pytestmark = pytest.mark.redis
+
+NASTY = ["", "a", "a:b", "a%3Ab", "{x}", "}{", "a}b{c", "%", "%25", "ü/é ✓", ":", "{}"]
+
+
+def hash_tag(key: str) -> str:
+    """The part of `key` Redis Cluster hashes (its rule: first '{', then the next '}')."""
+    start = key.find("{")
+    if start >= 0:
+        end = key.find("}", start + 1)
+        if end > start + 1:
+            return key[start + 1 : end]
+    return key
+
+
+def test_encode_is_injective_and_reversible() -> None:
+    encoded = [encode(value) for value in NASTY]
+    assert len(set(encoded)) == len(NASTY)
+    assert [decode(value) for value in encoded] == NASTY
+    for value in encoded:
+        assert value and not set(value) & set(":{}")
+
+
+def test_task_keys_share_the_task_tag_and_name_the_owner() -> None:
+    keys = RedisKeys("a2a")
+    for owner, task_id in itertools.product(NASTY, NASTY):
+        of_task = [
+            keys.task(owner, task_id),
+            keys.journal(owner, task_id),
+            keys.checkpoint(owner, task_id),
+            keys.lease(owner, task_id),
+            keys.cancel_flag(owner, task_id),
+        ]
+        assert {hash_tag(key) for key in of_task} == {encode(task_id)}
+        assert len({key_slot(key.encode()) for key in of_task}) == 1
+        assert all(f":{encode(owner)}:" in key for key in of_task)
+
+
+def test_conversation_and_index_tags() -> None:
+    keys = RedisKeys("a2a")
+    for owner, context_id in itertools.product(NASTY, NASTY):
+        assert hash_tag(keys.conversation(owner, context_id)) == encode(context_id)
+        assert hash_tag(keys.claim(owner, context_id)) == encode(context_id)
+        assert hash_tag(keys.owner_tasks(owner)) == encode(owner)
+        assert hash_tag(keys.context_tasks(owner, context_id)) == encode(owner)
+
+
+def test_no_two_owner_task_pairs_share_a_key() -> None:
+    keys = RedisKeys("a2a")
+    built = [keys.task(o, t) for o, t in itertools.product(NASTY, NASTY)]
+    built += [keys.context_tasks(o, c) for o, c in itertools.product(NASTY, NASTY)]
+    built += [keys.owner_tasks(o) for o in NASTY]
+    assert len(set(built)) == len(built)
+    # "a:b" + "c" must not meet "a" + "b:c"
+    assert keys.task("a:b", "c") != keys.task("a", "b:c")
+
+
+def test_lease_members_round_trip() -> None:
+    for owner, task_id in itertools.product(NASTY, NASTY):
+        member = RedisKeys.lease_member(owner, task_id)
+        assert RedisKeys.parse_lease_member(member) == (owner, task_id)
+
+
+@pytest.mark.parametrize("prefix", ["", "a{b", "a}b"])
+def test_prefix_may_not_move_the_hash_tag(prefix: str) -> None:
+    with pytest.raises(ValueError, match="prefix"):
+        RedisKeys(prefix)

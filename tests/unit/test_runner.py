@@ -1,0 +1,439 @@
+"""TaskRunner: a turn in the background, observed through the task's journal and snapshot."""
+
+from __future__ import annotations
+
+import asyncio
+import time
+import uuid
+from dataclasses import dataclass
+
+import pytest
+
+from agent.agent import Agent
+from agent.loop import ANSWER_SEPARATOR, AgentLoop
+from agent.runner import ANSWER_ARTIFACT_NAME, TaskRunner
+from agent.tools import FunctionTool, Toolbox
+from stores.memory import (
+    InMemoryCheckpointStore,
+    InMemoryLeaseStore,
+    InMemoryMessageStore,
+    InMemoryTaskStore,
+)
+from stores.models import (
+    ArtifactUpdate,
+    JournalEntry,
+    Message,
+    Part,
+    Role,
+    StatusUpdate,
+    Task,
+    TaskSnapshot,
+    TaskState,
+    TaskStatus,
+)
+
+from .scripted_llm import ScriptedLLM, blocked, call, crash, fail, text, tools
+
+OWNER = "owner-runner"
+HOLDER = "process-1"
+CANCELED_TEXT = "The task was canceled."
+
+
+def add(a: int, b: int) -> int:
+    """Add two integers.
+
+    Args:
+        a: The first number.
+        b: The second number.
+    """
+    return a + b
+
+
+def explode() -> str:
+    """Always fails."""
+    raise RuntimeError("kaboom")
+
+
+TOOL_STARTED = asyncio.Event  # type alias for readability below
+
+
+@dataclass
+class Rig:
+    llm: ScriptedLLM
+    tasks: InMemoryTaskStore
+    messages: InMemoryMessageStore
+    checkpoints: InMemoryCheckpointStore
+    leases: InMemoryLeaseStore
+    runner: TaskRunner
+
+    def make_runner(self, loop: AgentLoop) -> TaskRunner:
+        return TaskRunner(
+            Agent(loop, self.messages),
+            tasks=self.tasks,
+            messages=self.messages,
+            checkpoints=self.checkpoints,
+            leases=self.leases,
+            holder=HOLDER,
+        )
+
+    async def submit(self, content: str = "hello", *, context_id: str | None = None) -> Task:
+        """What the request handler does for a new message: claim the context, create, start."""
+        context_id = context_id or f"ctx-{uuid.uuid4().hex[:8]}"
+        task_id = f"task-{uuid.uuid4().hex[:8]}"
+        assert await self.messages.claim(context_id, task_id, owner=OWNER) is None
+        message = Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.USER,
+            parts=[Part(text=content)],
+            task_id=task_id,
+            context_id=context_id,
+        )
+        task = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.SUBMITTED),
+            history=[message],
+        )
+        record = await self.tasks.create(task, owner=OWNER)
+        await self.runner.start(record.task, message, owner=OWNER)
+        return record.task
+
+    async def journal(self, task_id: str, *, timeout_s: float = 5.0) -> list[JournalEntry]:
+        """Every journal entry, up to and including the one that ends the turn."""
+        entries: list[JournalEntry] = []
+        deadline = time.monotonic() + timeout_s
+        while time.monotonic() < deadline:
+            after = entries[-1].position if entries else 0
+            batch = await self.tasks.read(task_id, owner=OWNER, after=after, timeout_s=0.5)
+            entries.extend(batch)
+            if entries and _ends_turn(entries[-1]):
+                return entries
+        raise AssertionError(f"the turn did not end within {timeout_s} s: {entries}")
+
+    async def snapshot(self, task_id: str) -> Task:
+        record = await self.tasks.get(task_id, owner=OWNER)
+        assert record is not None
+        return record.task
+
+    async def claim_is_free(self, context_id: str) -> bool:
+        probe = f"probe-{uuid.uuid4().hex[:6]}"
+        holder = await self.messages.claim(context_id, probe, owner=OWNER)
+        if holder is None:
+            await self.messages.release(context_id, probe, owner=OWNER)
+        return holder is None
+
+
+def _ends_turn(entry: JournalEntry) -> bool:
+    event = entry.event
+    return isinstance(event, StatusUpdate) and (
+        event.status.state.is_terminal or event.status.state.is_interrupted
+    )
+
+
+def status_updates(entries: list[JournalEntry]) -> list[StatusUpdate]:
+    return [e.event for e in entries if isinstance(e.event, StatusUpdate)]
+
+
+def chunks(entries: list[JournalEntry]) -> list[ArtifactUpdate]:
+    return [e.event for e in entries if isinstance(e.event, ArtifactUpdate)]
+
+
+def progress_texts(entries: list[JournalEntry]) -> list[str]:
+    return [
+        u.status.message.text()
+        for u in status_updates(entries)
+        if u.status.state == TaskState.WORKING and u.status.message is not None
+    ]
+
+
+@pytest.fixture
+async def rig(llm: ScriptedLLM):
+    toolbox = Toolbox([FunctionTool(add), FunctionTool(explode)], timeout_s=5)
+    loop = AgentLoop(llm, toolbox, system_prompt="sys", max_iterations=5)
+    rig = Rig(
+        llm=llm,
+        tasks=InMemoryTaskStore(),
+        messages=InMemoryMessageStore(),
+        checkpoints=InMemoryCheckpointStore(),
+        leases=InMemoryLeaseStore(),
+        runner=None,  # type: ignore[arg-type]
+    )
+    rig.runner = rig.make_runner(loop)
+    yield rig
+    await rig.runner.shutdown()
+
+
+# --- a text turn -----------------------------------------------------------------------------
+
+
+async def test_text_turn_journal_snapshot_working_chunks_completed(rig: Rig) -> None:
+    rig.llm.script(text("Hel", "lo", " there"))
+    task = await rig.submit("hi")
+    entries = await rig.journal(task.id)
+
+    assert [e.position for e in entries] == list(range(1, len(entries) + 1))
+    first, working, *middle, completed = entries
+    assert first.position == 1
+    assert isinstance(first.event, TaskSnapshot)
+    assert first.event.task.id == task.id
+    assert first.event.task.status.state == TaskState.SUBMITTED
+    assert isinstance(working.event, StatusUpdate)
+    assert working.event.status.state == TaskState.WORKING
+    assert isinstance(completed.event, StatusUpdate)
+    assert completed.event.status.state == TaskState.COMPLETED
+
+    assert all(isinstance(e.event, ArtifactUpdate) for e in middle), middle
+    updates = [e.event for e in middle]
+    assert len(updates) >= 1
+    assert updates[0].append is False
+    assert all(u.append is True for u in updates[1:])
+    assert all(u.last_chunk is False for u in updates[:-1])
+    assert updates[-1].last_chunk is True
+    assert len({u.artifact.artifact_id for u in updates}) == 1
+    assert all(u.artifact.name == ANSWER_ARTIFACT_NAME for u in updates)
+    assert "".join(u.artifact.parts[0].text for u in updates) == "Hello there"
+    assert all(u.task_id == task.id and u.context_id == task.context_id for u in updates)
+
+
+async def test_text_turn_final_snapshot(rig: Rig) -> None:
+    rig.llm.script(text("Hel", "lo", " there"))
+    task = await rig.submit("hi")
+    entries = await rig.journal(task.id)
+    record = await rig.tasks.get(task.id, owner=OWNER)
+    assert record is not None
+    final = record.task
+
+    assert record.position == entries[-1].position
+    assert final.status.state == TaskState.COMPLETED
+    (artifact,) = final.artifacts
+    assert [p.text for p in artifact.parts] == ["Hello there"]
+    assert artifact.artifact_id == chunks(entries)[0].artifact.artifact_id
+    assert [m.role for m in final.history] == [Role.USER, Role.AGENT]
+    assert final.history[0].text() == "hi"
+    assert final.history[1].text() == "Hello there"
+    assert final.history[1].task_id == task.id
+    assert final.history[1].context_id == task.context_id
+    assert final.metadata["usage"]["llmCalls"] == 1
+    assert final.metadata["usage"]["toolCalls"] == 0
+
+
+async def test_turn_end_releases_the_context_claim_and_checkpoint(rig: Rig) -> None:
+    rig.llm.script(text("done"))
+    task = await rig.submit()
+    await rig.journal(task.id)
+    for _ in range(50):  # the release happens right after the last event is published
+        if not rig.runner.is_running(task.id, owner=OWNER):
+            break
+        await asyncio.sleep(0.01)
+    assert not rig.runner.is_running(task.id, owner=OWNER)
+    assert await rig.claim_is_free(task.context_id)
+    assert await rig.checkpoints.load(task.id, owner=OWNER) is None
+    assert await rig.leases.acquire(task.id, owner=OWNER, holder="process-2", ttl_s=5), (
+        "the finished turn still holds its lease"
+    )
+
+
+async def test_snapshot_then_journal_after_its_position_misses_nothing(rig: Rig) -> None:
+    gate = asyncio.Event()
+    second = blocked(gate, then=text("Two."))
+    rig.llm.script(tools(call("c1", "add", {"a": 1, "b": 1}), chunks=["Let me add."]), second)
+    task = await rig.submit()
+    await asyncio.wait_for(second.entered.wait(), 2)
+
+    # Mid-turn: the snapshot is the WORKING one; text chunks and progress came after it.
+    record = await rig.tasks.get(task.id, owner=OWNER)
+    assert record.task.status.state == TaskState.WORKING
+    after = await rig.tasks.read(task.id, owner=OWNER, after=record.position, timeout_s=0)
+    assert after, "events published after the snapshot are missing"
+    assert after[0].position == record.position + 1
+    assert "".join(u.artifact.parts[0].text for u in chunks(after)) == "Let me add."
+
+    gate.set()
+    entries = await rig.journal(task.id)
+    tail = [e for e in entries if e.position > record.position]
+    assert "".join(u.artifact.parts[0].text for u in chunks(tail)) == (
+        "Let me add." + ANSWER_SEPARATOR + "Two."
+    )
+
+
+# --- tools -----------------------------------------------------------------------------------
+
+
+async def test_tool_progress_status_updates(rig: Rig) -> None:
+    rig.llm.script(
+        tools(call("c1", "add", {"a": 1, "b": 2})),
+        tools(call("c2", "explode")),
+        text("All done."),
+    )
+    task = await rig.submit()
+    entries = await rig.journal(task.id)
+
+    assert progress_texts(entries) == [
+        "calling add",
+        "add finished",
+        "calling explode",
+        "explode failed",
+    ]
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.COMPLETED
+    assert final.metadata["usage"]["toolCalls"] == 2
+    assert final.metadata["usage"]["llmCalls"] == 3
+    assert "".join(u.artifact.parts[0].text for u in chunks(entries)) == "All done."
+
+
+async def test_text_before_a_tool_call_is_streamed_before_the_tool_runs(rig: Rig) -> None:
+    rig.llm.script(
+        tools(call("c1", "add", {"a": 1, "b": 2}), chunks=["Let me ", "check."]),
+        text("It is 3."),
+    )
+    task = await rig.submit()
+    entries = await rig.journal(task.id)
+
+    order = [
+        ("chunk", e.event.artifact.parts[0].text)
+        if isinstance(e.event, ArtifactUpdate)
+        else (
+            "status",
+            e.event.status.message.text() if e.event.status.message else e.event.status.state,
+        )
+        for e in entries[1:]
+        if not isinstance(e.event, TaskSnapshot)
+    ]
+    calling = order.index(("status", "calling add"))
+    chunk_texts_before = "".join(t for kind, t in order[:calling] if kind == "chunk")
+    assert chunk_texts_before == "Let me check."
+    updates = chunks(entries)
+    assert "".join(u.artifact.parts[0].text for u in updates) == (
+        "Let me check." + ANSWER_SEPARATOR + "It is 3."
+    )
+    assert [u.append for u in updates] == [False] + [True] * (len(updates) - 1)
+    assert [u.last_chunk for u in updates] == [False] * (len(updates) - 1) + [True]
+    final = await rig.snapshot(task.id)
+    assert final.artifacts[0].parts[0].text == "Let me check." + ANSWER_SEPARATOR + "It is 3."
+
+
+# --- failures --------------------------------------------------------------------------------
+
+
+async def test_model_failure_fails_the_task_with_the_reason(rig: Rig) -> None:
+    rig.llm.script(fail("provider said: invalid api key"))
+    task = await rig.submit()
+    entries = await rig.journal(task.id)
+
+    last = entries[-1].event
+    assert last.status.state == TaskState.FAILED
+    assert "provider said: invalid api key" in last.status.message.text()
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.FAILED
+    assert final.metadata["usage"]["llmCalls"] == 1
+    assert final.artifacts == []
+    assert not chunks(entries)
+    await asyncio.sleep(0.01)
+    assert await rig.claim_is_free(task.context_id)
+
+
+async def test_adapter_crash_fails_the_task_as_internal_error(rig: Rig) -> None:
+    rig.llm.script(crash(RuntimeError("adapter bug")))
+    task = await rig.submit()
+    entries = await rig.journal(task.id)
+
+    last = entries[-1].event
+    assert last.status.state == TaskState.FAILED
+    assert "internal error" in last.status.message.text()
+    assert "adapter bug" not in last.status.message.text()
+    await asyncio.sleep(0.01)
+    assert await rig.claim_is_free(task.context_id)
+
+
+# --- cancel ----------------------------------------------------------------------------------
+
+
+async def test_cancel_mid_model_call(rig: Rig) -> None:
+    step = blocked()
+    rig.llm.script(step)
+    task = await rig.submit()
+    await asyncio.wait_for(step.entered.wait(), 2)
+    assert rig.runner.is_running(task.id, owner=OWNER)
+
+    assert await rig.runner.cancel(task.id, owner=OWNER) is True
+
+    assert not rig.runner.is_running(task.id, owner=OWNER)
+    assert step.cancelled, "the model call was not interrupted"
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.CANCELED
+    assert final.status.message.text() == CANCELED_TEXT
+    entries = await rig.journal(task.id)
+    assert [u.status.state for u in status_updates(entries)] == [
+        TaskState.WORKING,
+        TaskState.CANCELED,
+    ]
+    record = await rig.tasks.get(task.id, owner=OWNER)
+    assert record.position == entries[-1].position
+    assert await rig.claim_is_free(task.context_id)
+    assert await rig.checkpoints.load(task.id, owner=OWNER) is None
+
+
+async def test_cancel_before_the_first_step(rig: Rig) -> None:
+    task = await rig.submit()  # nothing scripted: the model must never be called
+    assert await rig.runner.cancel(task.id, owner=OWNER) is True
+
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.CANCELED
+    entries = await rig.journal(task.id)
+    assert isinstance(entries[0].event, TaskSnapshot)
+    assert [u.status.state for u in status_updates(entries)] == [TaskState.CANCELED]
+    assert rig.llm.calls == 0
+    assert await rig.claim_is_free(task.context_id)
+    assert not rig.runner.is_running(task.id, owner=OWNER)
+
+
+async def test_cancel_while_a_tool_runs_stops_the_tool(rig: Rig) -> None:
+    tool_started = asyncio.Event()
+    tool_cancelled = asyncio.Event()
+
+    async def hang() -> str:
+        """Hang until cancelled."""
+        tool_started.set()
+        try:
+            await asyncio.Event().wait()
+        except asyncio.CancelledError:
+            tool_cancelled.set()
+            raise
+        return "never"
+
+    loop = AgentLoop(rig.llm, Toolbox([FunctionTool(hang)], timeout_s=30), max_iterations=5)
+    runner = rig.runner = rig.make_runner(loop)
+    rig.llm.script(tools(call("h1", "hang")))
+    task = await rig.submit()
+    await asyncio.wait_for(tool_started.wait(), 2)
+
+    assert await runner.cancel(task.id, owner=OWNER) is True
+    await asyncio.wait_for(tool_cancelled.wait(), 1)
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.CANCELED
+    assert await rig.claim_is_free(task.context_id)
+
+
+async def test_cancel_of_a_task_not_running_here(rig: Rig) -> None:
+    assert await rig.runner.cancel("no-such-task", owner=OWNER) is False
+    rig.llm.script(text("done"))
+    task = await rig.submit()
+    await rig.journal(task.id)
+    await asyncio.sleep(0.01)
+    assert await rig.runner.cancel(task.id, owner=OWNER) is False
+    assert (await rig.snapshot(task.id)).status.state == TaskState.COMPLETED
+
+
+async def test_turns_of_different_contexts_run_concurrently(rig: Rig) -> None:
+    gate = asyncio.Event()
+    first = blocked(gate, then=text("first"))
+    rig.llm.script(first, text("second"))
+    slow = await rig.submit("slow")
+    await asyncio.wait_for(first.entered.wait(), 2)
+    fast = await rig.submit("fast")
+    entries = await rig.journal(fast.id)
+    assert entries[-1].event.status.state == TaskState.COMPLETED
+    assert (await rig.snapshot(slow.id)).status.state == TaskState.WORKING
+    gate.set()
+    entries = await rig.journal(slow.id)
+    assert entries[-1].event.status.state == TaskState.COMPLETED
