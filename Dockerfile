@@ -1,0 +1,25 @@
+# syntax=docker/dockerfile:1
+# Slim, non-root image of the A2A agent server. Dependencies come from the hash-pinned lock.
+FROM python:3.11-slim AS build
+WORKDIR /src
+ENV PIP_DISABLE_PIP_VERSION_CHECK=1 PIP_NO_CACHE_DIR=1
+COPY requirements.lock pyproject.toml README.md ./
+RUN python -m venv /opt/venv \
+ && /opt/venv/bin/pip install --require-hashes -r requirements.lock
+COPY app ./app
+COPY agent ./agent
+COPY stores ./stores
+RUN /opt/venv/bin/pip install --no-deps .
+
+FROM python:3.11-slim
+RUN useradd --create-home --uid 10001 agent
+COPY --from=build /opt/venv /opt/venv
+ENV PATH=/opt/venv/bin:$PATH \
+    PYTHONUNBUFFERED=1 \
+    LITELLM_LOCAL_MODEL_COST_MAP=True \
+    A2A_HOST=0.0.0.0 \
+    A2A_PORT=8000
+USER 10001
+EXPOSE 8000
+HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,os; urllib.request.urlopen(f'http://127.0.0.1:{os.environ[\"A2A_PORT\"]}/healthz')"
+ENTRYPOINT ["a2a-server"]
