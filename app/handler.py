@@ -177,7 +177,7 @@ class RequestHandler:
             return await self._continue(message, owner=owner)
         context_id = message.context_id or str(uuid.uuid4())
         task_id = str(uuid.uuid4())
-        holder = await self._messages.claim(context_id, task_id, owner=owner)
+        holder = await self._claim(context_id, task_id, owner=owner)
         if holder is not None:
             raise UnsupportedOperationError(
                 f"Context {context_id!r} already has a task in progress ({holder!r});"
@@ -198,6 +198,17 @@ class RequestHandler:
             await self._messages.release(context_id, task_id, owner=owner)
             raise
         return record
+
+    async def _claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        """Claim the context for a new task; a claim left by a task that has ended is taken over."""
+        holder = await self._messages.claim(context_id, task_id, owner=owner)
+        if holder is None:
+            return None
+        held_by = await self._tasks.get(holder, owner=owner)
+        if held_by is not None and not held_by.task.status.state.is_terminal:
+            return holder
+        await self._messages.release(context_id, holder, owner=owner)
+        return await self._messages.claim(context_id, task_id, owner=owner)
 
     async def _continue(self, message: Message, *, owner: str) -> TaskRecord:
         """A message on an existing task: only an interrupted task (waiting for input) takes one."""

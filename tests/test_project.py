@@ -46,3 +46,14 @@ def test_starting_the_app_does_not_import_litellm() -> None:
     )
     result = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
     assert result.returncode == 0, result.stderr
+
+
+def test_helm_chart_config_uses_setting_names() -> None:
+    """The chart's `config` keys are environment variables the server actually reads."""
+    import yaml
+
+    from app.settings import Settings
+
+    values = yaml.safe_load((ROOT / "helm" / "a2a-agent-server" / "values.yaml").read_text())
+    known = {name.upper() for name in Settings.model_fields}
+    assert set(values["config"]) <= known, set(values["config"]) - known
