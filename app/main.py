@@ -27,6 +27,7 @@ from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.card import AgentCardEndpoint, build_card, package_version
 from app.handler import RequestHandler
 from app.jsonrpc import JsonRpcBinding
+from app.openapi import build_openapi
 from app.operations import Operations
 from app.rest import RestBinding
 from app.settings import Settings
@@ -159,6 +160,8 @@ def create_app(
             return JSONResponse({"status": "starting", "model": "loading"}, 503)
         return JSONResponse({"status": "ready"})
 
+    document = build_openapi()
+    app.openapi = lambda: document  # type: ignore[method-assign]
     app.state.settings = settings
     app.state.handler = handler
     return app

@@ -57,3 +57,11 @@ def test_helm_chart_config_uses_setting_names() -> None:
     values = yaml.safe_load((ROOT / "helm" / "a2a-agent-server" / "values.yaml").read_text())
     known = {name.upper() for name in Settings.model_fields}
     assert set(values["config"]) <= known, set(values["config"]) - known
+
+
+def test_openapi_document_matches_the_app() -> None:
+    from app.openapi import render
+
+    assert (ROOT / "openapi" / "openapi.json").read_text() == render(), (
+        "openapi/openapi.json drifted; run: .venv/bin/python -m app.openapi > openapi/openapi.json"
+    )

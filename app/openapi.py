@@ -1,0 +1,166 @@
+"""The OpenAPI document of the HTTP surface, built from the same models the bindings use.
+
+`python -m app.openapi > openapi/openapi.json` writes it; a test keeps the file equal to this.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from app.card import package_version
+from app.wire_v1 import ListTasksParams, SendMessageParams, TaskIdParams
+from stores.models import ArtifactUpdate, StatusUpdate, Task
+
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _json_body(name: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+def _ok(schema: dict[str, Any], media_type: str = "application/json") -> dict[str, Any]:
+    return {"200": {"description": "OK", "content": {media_type: {"schema": schema}}}}
+
+
+_ERROR = {
+    "description": "AIP-193 error body",
+    "content": {"application/json": {"schema": _ref("Error")}},
+}
+_SSE = {"type": "string", "description": "Server-sent events; each `data:` is one StreamResponse."}
+
+
+def build_openapi() -> dict[str, Any]:
+    _, definitions = models_json_schema(
+        [(model, "validation") for model in (SendMessageParams, TaskIdParams, ListTasksParams)]
+        + [(model, "serialization") for model in (Task, StatusUpdate, ArtifactUpdate)],
+        by_alias=True,
+        ref_template=_REF,
+    )
+    schemas: dict[str, Any] = definitions["$defs"]
+    schemas["Error"] = {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "integer"},
+                    "status": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {"type": "array", "items": {"type": "object"}},
+                },
+            }
+        },
+    }
+    task_id = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    errors = {"400": _ERROR, "404": _ERROR, "415": _ERROR, "503": _ERROR}
+    paths: dict[str, Any] = {
+        "/": {
+            "post": {
+                "summary": "A2A JSON-RPC 2.0 endpoint (SendMessage, SendStreamingMessage, GetTask,"
+                " ListTasks, CancelTask, SubscribeToTask)",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "A JSON-RPC response, or an SSE stream of them",
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": _SSE},
+                        },
+                    }
+                },
+            }
+        },
+        "/message:send": {
+            "post": {
+                "summary": "Send a message; wait for the task to settle unless returnImmediately",
+                "requestBody": _json_body("SendMessageParams"),
+                "responses": {
+                    **_ok({"type": "object", "properties": {"task": _ref("Task")}}),
+                    **errors,
+                },
+            }
+        },
+        "/message:stream": {
+            "post": {
+                "summary": "Send a message and stream the task's events",
+                "requestBody": _json_body("SendMessageParams"),
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+        },
+        "/tasks": {
+            "get": {
+                "summary": "List tasks, newest status first",
+                "parameters": [
+                    {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+                    for name in (
+                        "contextId",
+                        "status",
+                        "pageSize",
+                        "pageToken",
+                        "historyLength",
+                        "statusTimestampAfter",
+                        "includeArtifacts",
+                    )
+                ],
+                "responses": {**_ok({"type": "object"}), **errors},
+            }
+        },
+        "/tasks/{id}": {
+            "get": {
+                "summary": "Get a task",
+                "parameters": task_id
+                + [{"name": "historyLength", "in": "query", "schema": {"type": "integer"}}],
+                "responses": {**_ok(_ref("Task")), **errors},
+            }
+        },
+        "/tasks/{id}:cancel": {
+            "post": {
+                "summary": "Cancel a task",
+                "parameters": task_id,
+                "responses": {**_ok(_ref("Task")), **errors},
+            }
+        },
+        "/tasks/{id}:subscribe": {
+            method: {
+                "summary": "Stream a task's events (the task first, or the events after Last-Event-ID)",
+                "parameters": task_id
+                + [{"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+            for method in ("get", "post")
+        },
+        "/.well-known/agent-card.json": {
+            "get": {"summary": "The agent card", "responses": _ok({"type": "object"})}
+        },
+        "/healthz": {"get": {"summary": "The process is up", "responses": _ok({"type": "object"})}},
+        "/readyz": {
+            "get": {
+                "summary": "The stores answer and the model adapter is loaded",
+                "responses": {**_ok({"type": "object"}), "503": {"description": "Not ready"}},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "a2a-agent-server", "version": package_version()},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+
+
+def render() -> str:
+    return json.dumps(build_openapi(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")
