@@ -118,8 +118,10 @@ def build_openapi() -> dict[str, Any]:
         "/tasks/{id}": {
             "get": {
                 "summary": "Get a task",
-                "parameters": task_id
-                + [{"name": "historyLength", "in": "query", "schema": {"type": "integer"}}],
+                "parameters": [
+                    *task_id,
+                    {"name": "historyLength", "in": "query", "schema": {"type": "integer"}},
+                ],
                 "responses": {**_ok(_ref("Task")), **errors},
             }
         },
@@ -133,8 +135,10 @@ def build_openapi() -> dict[str, Any]:
         "/tasks/{id}:subscribe": {
             method: {
                 "summary": "Stream a task's events (the task first, or the events after Last-Event-ID)",
-                "parameters": task_id
-                + [{"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}}],
+                "parameters": [
+                    *task_id,
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                ],
                 "responses": {**_ok(_SSE, "text/event-stream"), **errors},
             }
             for method in ("get", "post")
