@@ -21,6 +21,10 @@ def _ref(name: str) -> dict[str, str]:
     return {"$ref": _REF.format(model=name)}
 
 
+def _param(name: str, where: str, kind: str) -> dict[str, Any]:
+    return {"name": name, "in": where, "schema": {"type": kind}}
+
+
 def _json_body(name: str) -> dict[str, Any]:
     return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
 
