@@ -138,7 +138,7 @@ def build_openapi() -> dict[str, Any]:
         },
         "/tasks/{id}:subscribe": {
             method: {
-                "summary": "Stream a task's events (the task first, or the events after Last-Event-ID)",
+                "summary": "Stream a task's events: the task, or the events after Last-Event-ID",
                 "parameters": [
                     *task_id,
                     {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
