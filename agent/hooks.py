@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal
 
 from agent.events import TurnCompleted, TurnFailed
 from agent.llm import LLMRequest, LLMResponse
@@ -19,8 +19,6 @@ from agent.tools import ToolResult
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
-
-T = TypeVar("T")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -108,9 +106,9 @@ class HookChain:
         self.hooks = list(hooks)
         self._fail = failure_mode == "fail"
 
-    async def _call(self, hook: Hooks, name: str, invoke: Callable[[], Awaitable[T]]) -> T | None:
+    async def _call(self, hook: Hooks, name: str, *args: Any) -> Any:
         try:
-            return await invoke()
+            return await getattr(hook, name)(*args)
         except Exception as exc:
             if self._fail:
                 raise HookFailed(f"hook {type(hook).__name__}.{name} raised {exc!r}") from exc
@@ -119,32 +117,27 @@ class HookChain:
 
     async def on_turn_start(self, turn: TurnContext) -> None:
         for hook in self.hooks:
-            await self._call(hook, "on_turn_start", lambda h=hook: h.on_turn_start(turn))
+            await self._call(hook, "on_turn_start", turn)
 
     async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
         for hook in self.hooks:
-            await self._call(hook, "on_turn_end", lambda h=hook: h.on_turn_end(turn, outcome))
+            await self._call(hook, "on_turn_end", turn, outcome)
 
     async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest:
         for hook in self.hooks:
-            changed = await self._call(
-                hook, "before_llm_call", lambda h=hook, r=request: h.before_llm_call(turn, r)
-            )
-            request = changed or request
+            changed = await self._call(hook, "before_llm_call", turn, request)
+            if isinstance(changed, LLMRequest):
+                request = changed
         return request
 
     async def after_llm_call(self, turn: TurnContext, response: LLMResponse) -> None:
         for hook in self.hooks:
-            await self._call(
-                hook, "after_llm_call", lambda h=hook: h.after_llm_call(turn, response)
-            )
+            await self._call(hook, "after_llm_call", turn, response)
 
     async def before_tool_call(self, turn: TurnContext, call: ToolCall) -> ToolCallDecision | None:
         for hook in self.hooks:
-            decision = await self._call(
-                hook, "before_tool_call", lambda h=hook: h.before_tool_call(turn, call)
-            )
-            if decision is not None:
+            decision = await self._call(hook, "before_tool_call", turn, call)
+            if isinstance(decision, ReplaceArguments | SupplyResult):
                 return decision
         return None
 
@@ -152,18 +145,15 @@ class HookChain:
         self, turn: TurnContext, call: ToolCall, result: ToolResult
     ) -> ToolResult:
         for hook in self.hooks:
-            changed = await self._call(
-                hook, "after_tool_call", lambda h=hook, r=result: h.after_tool_call(turn, call, r)
-            )
-            result = changed or result
+            changed = await self._call(hook, "after_tool_call", turn, call, result)
+            if isinstance(changed, ToolResult):
+                result = changed
         return result
 
     async def approve_tool_call(self, turn: TurnContext, call: ToolCall) -> Approval:
         for hook in self.hooks:
-            approval = await self._call(
-                hook, "approve_tool_call", lambda h=hook: h.approve_tool_call(turn, call)
-            )
-            if approval is not None:
+            approval = await self._call(hook, "approve_tool_call", turn, call)
+            if isinstance(approval, Approval):
                 return approval
         return Approval.allow()
 

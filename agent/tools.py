@@ -121,7 +121,7 @@ def _arguments_model(function: ToolFunction, arg_docs: dict[str, str]) -> Any:
             )
         default = ... if parameter.default is parameter.empty else parameter.default
         fields[name] = (hints[name], Field(default, description=arg_docs.get(name)))
-    return create_model(  # type: ignore[call-overload]
+    return create_model(
         f"{function.__name__}_arguments", __config__=ConfigDict(extra="forbid"), **fields
     )
 

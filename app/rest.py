@@ -80,12 +80,12 @@ def _guarded(
         except A2AError as error:
             return _json(error_body(error), request, error.http_status)
         except StoreUnavailable:
-            error = StoreUnavailableError()
-            return _json(error_body(error), request, error.http_status)
+            unavailable = StoreUnavailableError()
+            return _json(error_body(unavailable), request, unavailable.http_status)
         except Exception:
             logger.exception("unexpected error in a REST request")
-            error = InternalError()
-            return _json(error_body(error), request, error.http_status)
+            internal = InternalError()
+            return _json(error_body(internal), request, internal.http_status)
 
     return guarded
 

@@ -176,10 +176,17 @@ class LeaseStore(ABC):
 class StoreSet(Protocol):
     """The stores of one backend, with its health check and shutdown."""
 
-    tasks: TaskStore
-    messages: MessageStore
-    checkpoints: CheckpointStore
-    leases: LeaseStore
+    @property
+    def tasks(self) -> TaskStore: ...
+
+    @property
+    def messages(self) -> MessageStore: ...
+
+    @property
+    def checkpoints(self) -> CheckpointStore: ...
+
+    @property
+    def leases(self) -> LeaseStore: ...
 
     async def ping(self) -> None:
         """Raise StoreUnavailable unless the backend answers."""

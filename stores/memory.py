@@ -8,6 +8,7 @@ the TTL so a long-running process does not grow forever.
 from __future__ import annotations
 
 import asyncio
+import builtins
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -134,7 +135,7 @@ class InMemoryTaskStore(TaskStore, _Expiring):
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
-    ) -> list[JournalEntry]:
+    ) -> builtins.list[JournalEntry]:
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             return []

@@ -65,3 +65,18 @@ def test_openapi_document_matches_the_app() -> None:
     assert (ROOT / "openapi" / "openapi.json").read_text() == render(), (
         "openapi/openapi.json drifted; run: .venv/bin/python -m app.openapi > openapi/openapi.json"
     )
+
+
+def _tool(name: str, *args: str) -> subprocess.CompletedProcess[str]:
+    command = [str(Path(sys.executable).parent / name), *args, "app", "agent", "stores"]
+    return subprocess.run(command, cwd=ROOT, capture_output=True, text=True, check=False)
+
+
+def test_product_code_passes_ruff() -> None:
+    result = _tool("ruff", "check")
+    assert result.returncode == 0, result.stdout + result.stderr
+
+
+def test_product_code_passes_mypy_strict() -> None:
+    result = _tool("mypy", "--strict")
+    assert result.returncode == 0, result.stdout + result.stderr
