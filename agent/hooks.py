@@ -182,7 +182,10 @@ def load_hooks(references: Iterable[str]) -> list[Hooks]:
         except (ImportError, AttributeError, ValueError) as exc:
             raise HookLoadError(f"cannot load hook {reference!r}: {exc}") from exc
         for item in target if isinstance(target, list | tuple) else [target]:
-            hook = item() if isinstance(item, type) and issubclass(item, Hooks) else item
+            try:
+                hook = item() if isinstance(item, type) and issubclass(item, Hooks) else item
+            except TypeError as exc:
+                raise HookLoadError(f"cannot create hook {reference!r}: {exc}") from exc
             if not isinstance(hook, Hooks):
                 raise HookLoadError(f"hook {reference!r} is not a Hooks subclass or instance")
             hooks.append(hook)

@@ -141,12 +141,17 @@ class AgentLoop:
                 await self._hooks.on_turn_start(turn)
             async for event in self._steps(state, turn):
                 yield event
+            return
         except _TurnEnded as ended:
-            await self._end(turn, ended.event)
-            yield ended.event
+            outcome = ended.event
         except HookFailed as exc:
-            failed = self._failed(f"The turn failed in a hook: {exc}", state)
-            yield failed
+            outcome = self._failed(f"The turn failed in a hook: {exc}", state)
+        # The turn failed: hooks still hear of it, but a hook failing now changes nothing.
+        try:
+            await self._end(turn, outcome)
+        except HookFailed:
+            logger.warning("task_id=<%s> | on_turn_end hook failed on a failed turn", turn.task_id)
+        yield outcome
 
     def resume(
         self, state: LoopState, *, approved: bool | None = None, answer: str = "", reason: str = ""
@@ -335,6 +340,7 @@ class AgentLoop:
             return await self._hooks.after_tool_call(turn, call, result)
 
         def finished(result: ToolResult) -> None:
+            state.tool_calls_made += 1  # counted with the result, so a checkpoint has both
             state.results[result.call_id] = SavedToolResult(
                 call_id=result.call_id, name=result.name, content=result.content, ok=result.ok
             )
@@ -362,7 +368,6 @@ class AgentLoop:
             # A canceled turn must not leave its tools running in the background.
             execution.cancel()
             await asyncio.wait([execution], timeout=1.0)
-        state.tool_calls_made += len(calls)
         self._check_tool_errors(calls, state)
 
     def _check_tool_errors(self, calls: list[ToolCall], state: LoopState) -> None:

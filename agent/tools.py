@@ -182,7 +182,15 @@ class Toolbox:
                 on_finish(result)
                 return result
 
-        return list(await asyncio.gather(*(run_one(call) for call in calls)))
+        jobs = [asyncio.ensure_future(run_one(call)) for call in calls]
+        try:
+            return list(await asyncio.gather(*jobs))
+        except BaseException:
+            # One call failed outside the tool (a hook) or the turn was canceled: stop the rest.
+            for job in jobs:
+                job.cancel()
+            await asyncio.wait(jobs, timeout=1.0)
+            raise
 
     async def execute(self, call: ToolCall) -> ToolResult:
         """Run one call; every failure becomes an error result."""

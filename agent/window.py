@@ -8,19 +8,35 @@ from typing import Any
 Messages = list[dict[str, Any]]
 
 
-def fit_to_window(messages: Messages, *, budget: int, count: Callable[[Messages], int]) -> Messages:
-    """Drop the oldest messages until the request fits `budget` tokens.
+def _units(body: Messages) -> list[Messages]:
+    """Split messages into units: a message with the tool results that follow it."""
+    units: list[Messages] = []
+    for message in body:
+        if message["role"] == "tool" and units:
+            units[-1].append(message)
+        else:
+            units.append([message])
+    return units
 
-    The system prompt (first, if present) and the newest message always stay, and the cut never
+
+def fit_to_window(messages: Messages, *, budget: int, count: Callable[[Messages], int]) -> Messages:
+    """Drop the oldest units until the request fits `budget` tokens.
+
+    The system prompt (first, if present) and the newest unit always stay whole, and the cut never
     leaves a tool result without the assistant message that called it.
     """
     head = messages[:1] if messages and messages[0]["role"] == "system" else []
-    body = messages[len(head) :]
-    while len(body) > 1 and count(head + body) > budget:
-        body = body[1:]
-        while len(body) > 1 and body[0]["role"] == "tool":
-            body = body[1:]
-    return head + body
+    units = _units(messages[len(head) :])
+    # A leading tool result whose call is already gone cannot be sent at all.
+    while units and units[0][0]["role"] == "tool":
+        units.pop(0)
+
+    def flat() -> Messages:
+        return head + [message for unit in units for message in unit]
+
+    while len(units) > 1 and count(flat()) > budget:
+        units.pop(0)
+    return flat()
 
 
 def output_reserve(window: int) -> int:
