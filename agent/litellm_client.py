@@ -69,7 +69,9 @@ class LiteLLMClient:
         self._window: object = _UNKNOWN
 
     async def warm_up(self) -> None:
-        await asyncio.to_thread(import_litellm)
+        """Load LiteLLM without blocking the event loop (at once if it is already loaded)."""
+        if _litellm is None:
+            await asyncio.to_thread(import_litellm)
 
     def context_window(self) -> int | None:
         """The model's input window in tokens, when LiteLLM knows it (looked up once)."""
@@ -86,6 +88,8 @@ class LiteLLMClient:
         return int(import_litellm().token_counter(model=self._model, messages=messages))
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+        # While the warm-up thread still imports, a synchronous import here would stall the loop.
+        await self.warm_up()
         litellm = import_litellm()
         attempt = 0
         while True:

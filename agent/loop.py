@@ -234,6 +234,9 @@ class AgentLoop:
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
+        warm_up = getattr(self._llm, "warm_up", None)
+        if warm_up is not None:
+            await warm_up()  # the window lookup below needs the adapter loaded
         messages = self._fit(messages)
         request = await self._hooks.before_llm_call(
             turn, LLMRequest(messages=messages, tools=self._tool_schemas)

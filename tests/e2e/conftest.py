@@ -2,7 +2,8 @@
 
 Per test module: one fake OpenAI server (in-process thread) and one real ``a2a-server``
 subprocess wired to it.  A module may set ``SERVER_ENV = {...}`` to add/override environment
-variables of its server (e.g. ``AGENT_MAX_ITERATIONS``).
+variables of its server (e.g. ``AGENT_MAX_ITERATIONS``), and ``WAIT_READY = False`` to start
+testing as soon as ``/healthz`` answers (by default the fixture also waits for ``/readyz``).
 
 Tests isolate themselves from each other by putting a unique marker (``marker`` fixture) into
 their user messages and keying the fake model's script on it (``when_user_contains``).
@@ -35,7 +36,8 @@ def fake_llm():
 @pytest.fixture(scope="module")
 def server(request, fake_llm):
     env = dict(getattr(request.module, "SERVER_ENV", {}) or {})
-    proc = ServerProcess(fake_llm.base_url, env=env)
+    wait_ready = getattr(request.module, "WAIT_READY", True)
+    proc = ServerProcess(fake_llm.base_url, env=env, wait_ready=wait_ready)
     proc.start()
     try:
         yield proc

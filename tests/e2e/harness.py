@@ -90,8 +90,10 @@ class ServerProcess:
         llm_base_url: str,
         env: dict[str, str] | None = None,
         start_timeout: float | None = None,
+        wait_ready: bool = True,
     ) -> None:
         self.llm_base_url = llm_base_url
+        self.wait_ready = wait_ready
         self.extra_env = dict(env or {})
         self.start_timeout = start_timeout or float(os.environ.get("E2E_SERVER_START_TIMEOUT", 30))
         self.port = free_port()
@@ -149,8 +151,17 @@ class ServerProcess:
                 try:
                     r = client.get(self.url + "/healthz")
                     if r.status_code == 200:
-                        return self
-                    last_exc = RuntimeError(f"/healthz answered {r.status_code}: {r.text[:200]}")
+                        if not self.wait_ready:
+                            return self
+                        # When the server has /readyz (model adapter loaded), wait for it too, so
+                        # timing-sensitive tests do not pay for the slow LiteLLM import.
+                        ready = client.get(self.url + "/readyz")
+                        if ready.status_code in (200, 404, 405):
+                            return self
+                        r = ready
+                    last_exc = RuntimeError(
+                        f"{r.request.url.path} answered {r.status_code}: {r.text[:200]}"
+                    )
                 except httpx.HTTPError as exc:
                     last_exc = exc
                 time.sleep(0.1)

@@ -11,6 +11,9 @@ from tests.e2e.wire import assert_valid
 
 pytestmark = pytest.mark.timeout(60)
 
+# No model call here: do not wait for the model adapter to load.
+WAIT_READY = False
+
 
 @pytest.fixture(scope="module")
 def card(rpc):
