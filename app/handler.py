@@ -22,7 +22,14 @@ from app.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from stores.base import InvalidPageToken, MessageStore, TaskPage, TaskQuery, TaskStore
+from stores.base import (
+    InvalidPageToken,
+    MessageStore,
+    StateConflict,
+    TaskPage,
+    TaskQuery,
+    TaskStore,
+)
 from stores.models import (
     JournalEntry,
     Message,
@@ -238,26 +245,29 @@ class RequestHandler:
             raise InvalidParamsError(str(exc), taskId=task.id) from exc
         except NoCheckpoint as exc:
             reason = "The task's saved turn is gone, so it cannot go on; start a new task."
-            await self._settle(task, TaskState.FAILED, owner=owner)
+            await self._settle(task, TaskState.FAILED, owner=owner, if_state=state)
             raise UnsupportedOperationError(reason, taskId=task.id) from exc
-        runner = self._runner
-        # The lease first: of two answers racing on two servers, one goes on, one is refused.
-        if not await runner.leases.acquire(
-            task.id, owner=owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
-        ):
-            raise UnsupportedOperationError(
-                f"Task {task.id!r} is already going on with another answer", taskId=task.id
-            )
         task.history.append(message.model_copy(update={"context_id": task.context_id}))
-        position = await self._settle(task, TaskState.SUBMITTED, owner=owner)
-        await runner.resume(task, checkpoint, owner=owner)
+        # Compare-and-set out of the waiting state: of answers racing (on any servers), one wins.
+        position = await self._settle(task, TaskState.SUBMITTED, owner=owner, if_state=state)
+        await self._runner.resume(task, checkpoint, owner=owner)
         return TaskRecord(task=task, owner=owner, position=position)
 
-    async def _settle(self, task: Task, state: TaskState, *, owner: str) -> int:
+    async def _settle(
+        self, task: Task, state: TaskState, *, owner: str, if_state: TaskState | None = None
+    ) -> int:
         """Record a state change made here rather than by a running turn."""
         task.status = TaskStatus(state=state)
         update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-        position = await self._tasks.publish(task.id, update, owner=owner, snapshot=task)
+        try:
+            position = await self._tasks.publish(
+                task.id, update, owner=owner, snapshot=task, if_state=if_state
+            )
+        except StateConflict as exc:
+            raise UnsupportedOperationError(
+                f"Task {task.id!r} has already moved on (another message was taken first)",
+                taskId=task.id,
+            ) from exc
         if state.is_terminal:
             await self._runner.forget(task, owner=owner)
         return position
@@ -278,10 +288,9 @@ class RequestHandler:
         self, task_id: str, *, owner: str, after: int, at_interrupt: bool
     ) -> AsyncIterator[JournalEntry]:
         """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`)."""
+        block_s = 0.0  # the first read does not wait: a reader already at the end must not hang
         while True:
-            entries = await self._tasks.read(
-                task_id, owner=owner, after=after, timeout_s=self._read_block_s
-            )
+            entries = await self._tasks.read(task_id, owner=owner, after=after, timeout_s=block_s)
             for entry in entries:
                 yield entry
                 after = entry.position
@@ -291,7 +300,8 @@ class RequestHandler:
                 record = await self._tasks.get(task_id, owner=owner)
                 if record is None:
                     return  # expired while we waited
-                if ends_stream(TaskSnapshot(task=record.task), at_interrupt=at_interrupt) and (
-                    record.position <= after
+                if record.position <= after and ends_stream(
+                    TaskSnapshot(task=record.task), at_interrupt=at_interrupt
                 ):
                     return
+                block_s = self._read_block_s

@@ -28,6 +28,10 @@ class TaskGone(StoreError):
     """Publishing to a task that does not exist (it expired, or never did)."""
 
 
+class StateConflict(StoreError):
+    """A compare-and-set publish found the task in another state than expected."""
+
+
 class InvalidPageToken(StoreError):
     """A list page token that this store did not issue."""
 
@@ -71,13 +75,21 @@ class TaskStore(ABC):
 
     @abstractmethod
     async def publish(
-        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+        self,
+        task_id: str,
+        event: TaskEvent,
+        *,
+        owner: str,
+        snapshot: Task | None = None,
+        if_state: TaskState | None = None,
     ) -> int:
         """Append an event to the journal and return its position.
 
         When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
         as reflecting this position. Chunks are published without one (cheap streaming).
-        Raises TaskGone if the task does not exist.
+        With `if_state` (and a snapshot) it is a compare-and-set: StateConflict, and nothing
+        written, unless the stored task is in that state. Raises TaskGone if the task does not
+        exist.
         """
 
     @abstractmethod

@@ -19,13 +19,22 @@ from stores.base import (
     LeaseStatus,
     LeaseStore,
     MessageStore,
+    StateConflict,
     TaskGone,
     TaskPage,
     TaskQuery,
     TaskRef,
     TaskStore,
 )
-from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
+from stores.models import (
+    ChatMessage,
+    JournalEntry,
+    Task,
+    TaskEvent,
+    TaskRecord,
+    TaskSnapshot,
+    TaskState,
+)
 from stores.paging import decode_cursor, encode_cursor
 
 
@@ -117,11 +126,19 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         )
 
     async def publish(
-        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+        self,
+        task_id: str,
+        event: TaskEvent,
+        *,
+        owner: str,
+        snapshot: Task | None = None,
+        if_state: TaskState | None = None,
     ) -> int:
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+        if if_state is not None and stored.task.status.state != if_state:
+            raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         stored.position += 1
         entry = JournalEntry(position=stored.position, event=event.model_copy(deep=True))
         stored.journal.append(entry)

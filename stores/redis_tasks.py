@@ -33,8 +33,15 @@ from typing import Any
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
-from stores.base import StoreUnavailable, TaskGone, TaskPage, TaskQuery, TaskStore
-from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot
+from stores.base import (
+    StateConflict,
+    StoreUnavailable,
+    TaskGone,
+    TaskPage,
+    TaskQuery,
+    TaskStore,
+)
+from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot, TaskState
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis_keys import RedisKeys
 from stores.redis_support import (
@@ -63,11 +70,15 @@ return 1
 """
 )
 
-# KEYS: task hash, journal. ARGV: event, ttl ms, journal max [, snapshot, state, ms, us].
-# Returns the event's position, or 0 if there is no such task.
+# KEYS: task hash, journal. ARGV: event, ttl ms, journal max [, snapshot, state, ms, us,
+# expected state]. Returns the event's position, 0 if there is no such task, or -1 if the task's
+# state is not the expected one (a compare-and-set: nothing is written then).
 _PUBLISH = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if #ARGV > 7 and ARGV[8] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[8] then
+  return -1
+end
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
 if #ARGV > 3 then
@@ -182,7 +193,13 @@ class RedisTaskStore(TaskStore):
         return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
 
     async def publish(
-        self, task_id: str, event: TaskEvent, *, owner: str, snapshot: Task | None = None
+        self,
+        task_id: str,
+        event: TaskEvent,
+        *,
+        owner: str,
+        snapshot: Task | None = None,
+        if_state: TaskState | None = None,
     ) -> int:
         keys = [self._keys.task(owner, task_id), self._keys.journal(owner, task_id)]
         args: builtins.list[Any] = [dump_event(event), self._ttl_ms, self._journal_max]
@@ -191,7 +208,11 @@ class RedisTaskStore(TaskStore):
                 # The streaming hot path: exactly one EVALSHA round trip.
                 position = int(await _PUBLISH(self._redis, keys, args))
             else:
-                args += [dump_task(snapshot), *self._listing_fields(snapshot)]
+                args += [
+                    dump_task(snapshot),
+                    *self._listing_fields(snapshot),
+                    if_state.value if if_state is not None else "",
+                ]
 
                 def build(pipe: Pipeline) -> None:
                     _PUBLISH.queue(pipe, keys, args)
@@ -200,6 +221,8 @@ class RedisTaskStore(TaskStore):
                 position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
         if position == 0:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+        if position < 0:
+            raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         return position
 
     async def read(

@@ -1,0 +1,108 @@
+"""Fixtures for the multi-replica Redis end-to-end tests.
+
+Per test module: one fake OpenAI server (in-process thread), a unique Redis key prefix, and a
+`cluster` of two real `a2a-server` processes (replicas A and B) on free loopback ports, sharing
+the Redis at REDIS_URL (``A2A_TEST_REDIS_URL``, default ``redis://127.0.0.1:6379/0``) under that
+prefix. A module may set ``SERVER_ENV = {...}`` (e.g. ``LEASE_TTL_S``). At teardown the replicas
+stop and every key under the prefix is deleted (SCAN MATCH; fine in tests, never in the product).
+
+Tests isolate themselves from each other with a unique `marker` in their user messages, keying
+the fake model's script on it (``when_user_contains``).
+"""
+
+from __future__ import annotations
+
+import os
+import sys
+import uuid
+from pathlib import Path
+
+import pytest
+
+_ROOT = str(Path(__file__).resolve().parents[2])
+if _ROOT not in sys.path:
+    sys.path.insert(0, _ROOT)
+os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+
+from tests.e2e.harness import ServerProcess  # noqa: E402
+from tests.e2e_redis.support import REDIS_URL, Cluster, connect, delete_prefix  # noqa: E402
+from tests.fakes.fake_llm import FakeLLMServer  # noqa: E402
+
+
+@pytest.fixture(scope="module")
+def fake_llm():
+    with FakeLLMServer() as llm:
+        yield llm
+
+
+@pytest.fixture(scope="module")
+def redis_client():
+    try:
+        client = connect(REDIS_URL)
+    except Exception as exc:
+        pytest.fail(f"these tests need a Redis at {REDIS_URL} ({exc!r})")
+    yield client
+    client.close()
+
+
+@pytest.fixture(scope="module")
+def prefix(request, redis_client):
+    """A key prefix of the module's own; its keys are deleted after the module's replicas stop."""
+    name = request.module.__name__.rsplit(".", 1)[-1].removeprefix("test_")
+    p = f"a2a-e2e-{name}-{uuid.uuid4().hex[:10]}"
+    yield p
+    delete_prefix(redis_client, p)
+
+
+@pytest.fixture(scope="module")
+def tool_log(tmp_path_factory):
+    return tmp_path_factory.mktemp("tool-log") / "slow_tool.log"
+
+
+@pytest.fixture(scope="module")
+def cluster(request, fake_llm, prefix, tool_log):
+    env = dict(getattr(request.module, "SERVER_ENV", {}) or {})
+    c = Cluster(fake_llm.base_url, redis_url=REDIS_URL, prefix=prefix, tool_log=tool_log,
+                extra_env=env)  # fmt: skip
+    try:
+        yield c
+    finally:
+        c.close()
+
+
+@pytest.fixture(scope="module")
+def replicas(cluster):
+    """(A, B): two replicas started in parallel."""
+    a, b = cluster.spawn(2)
+    return a, b
+
+
+@pytest.fixture(scope="module")
+def rpc_a(cluster, replicas):
+    return cluster.client(replicas[0])
+
+
+@pytest.fixture(scope="module")
+def rpc_b(cluster, replicas):
+    return cluster.client(replicas[1])
+
+
+@pytest.fixture
+def marker(request):
+    return f"mk-{request.node.name[:24]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item, call):
+    """On failure, attach the tail of every replica's log to the report."""
+    report = yield
+    if report.failed and call.when in ("call", "setup"):
+        funcargs = getattr(item, "funcargs", {})
+        c = funcargs.get("cluster")
+        if isinstance(c, Cluster):
+            report.sections.append(("a2a-server replica logs", c.logs(4000)))
+        else:
+            for name, value in funcargs.items():
+                if isinstance(value, ServerProcess):
+                    report.sections.append((f"a2a-server logs ({name})", value.logs(4000)))
+    return report
