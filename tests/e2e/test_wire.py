@@ -141,3 +141,15 @@ def test_bad_payloads_are_rejected(kind, payload, why):
     assert not is_valid(kind, payload), why
     with pytest.raises(AssertionError):
         assert_valid(kind, payload)
+
+
+def test_json_schema_bundle_rejects_what_the_spec_rejects():
+    """The vendored A2A 1.0 JSON Schema is really applied (not just the proto parse)."""
+    from wire import _schema_problems
+
+    good = {"id": "t", "contextId": "c", "status": {"state": "TASK_STATE_COMPLETED"}}
+    assert _schema_problems("task", good) == []
+    bad = {"id": "t", "contextId": "c", "status": {"state": "completed"}, "kind": "task"}
+    problems = _schema_problems("task", bad)
+    assert any("completed" in problem for problem in problems), problems
+    assert any("kind" in problem for problem in problems), problems

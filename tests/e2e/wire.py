@@ -8,20 +8,26 @@
   use it), enum values as strings (not integers);
 * carries every field annotated ``[(google.api.field_behavior) = REQUIRED]`` in the proto
   (required repeated fields must be non-empty, except ``ListTasksResponse.tasks``);
-* sets exactly one member of each real ``oneof`` (Part content, StreamResponse payload, ...).
-
-It never reads the spec files; the proto descriptors ship inside a2a-sdk.
+* sets exactly one member of each real ``oneof`` (Part content, StreamResponse payload, ...);
+* validates against the A2A 1.0 JSON Schema bundle (``schemas/a2a-v1.0.0.schema.json``, a copy of
+  the spec's file kept beside this module, so the tests need nothing outside the repository).
 """
 
 from __future__ import annotations
 
+import functools
+import json
 import re
+from pathlib import Path
 from typing import Any
 
 from a2a.types import a2a_pb2
 from google.api import field_behavior_pb2
 from google.protobuf import json_format
 from google.protobuf.descriptor import Descriptor, FieldDescriptor
+from jsonschema import Draft202012Validator
+from referencing import Registry, Resource
+from referencing.jsonschema import DRAFT202012
 
 KINDS: dict[str, type] = {
     "task": a2a_pb2.Task,
@@ -57,6 +63,45 @@ class WireError(AssertionError):
     pass
 
 
+# The A2A 1.0 JSON Schema bundle (vendored from the spec, so a clone needs nothing beside it).
+_SCHEMA_FILE = Path(__file__).with_name("schemas") / "a2a-v1.0.0.schema.json"
+_SCHEMA_OF_KIND = {
+    "task": "Task",
+    "message": "Message",
+    "send_message_response": "Send Message Response",
+    "stream_response": "Stream Response",
+    "list_tasks_response": "List Tasks Response",
+    "agent_card": "Agent Card",
+    "status_update": "Task Status Update Event",
+    "artifact_update": "Task Artifact Update Event",
+    "artifact": "Artifact",
+}
+
+
+@functools.cache
+def _schema_validators() -> dict[str, Draft202012Validator]:
+    """One validator per kind; `$ref`s like `lf.a2a.v1.Task.jsonschema.json` resolve in-bundle."""
+    definitions = json.loads(_SCHEMA_FILE.read_text())["definitions"]
+    resources = []
+    for title, schema in definitions.items():
+        package = "google.protobuf" if title in ("Struct", "Timestamp", "Value") else "lf.a2a.v1"
+        uri = f"{package}.{title.replace(' ', '')}.jsonschema.json"
+        resources.append((uri, Resource.from_contents(schema, default_specification=DRAFT202012)))
+    registry = Registry().with_resources(resources)
+    return {
+        kind: Draft202012Validator(definitions[title], registry=registry)
+        for kind, title in _SCHEMA_OF_KIND.items()
+    }
+
+
+def _schema_problems(kind: str, payload: Any) -> list[str]:
+    validator = _schema_validators()[kind]
+    return [
+        f"JSON Schema: {'/'.join(str(p) for p in error.absolute_path) or '<root>'}: {error.message}"
+        for error in validator.iter_errors(payload)
+    ]
+
+
 def assert_valid(kind: str, payload: Any) -> Any:
     """Raise ``AssertionError`` unless ``payload`` is a valid A2A 1.0 ``kind``; return the proto."""
     try:
@@ -73,7 +118,7 @@ def assert_valid(kind: str, payload: Any) -> Any:
         raise WireError(
             f"{kind}: not a valid {cls.DESCRIPTOR.full_name}: {exc}\n{payload!r}"
         ) from exc
-    problems: list[str] = []
+    problems = _schema_problems(kind, payload)
     _walk(cls.DESCRIPTOR, payload, kind, problems)
     if problems:
         raise WireError(f"{kind}: " + "; ".join(problems) + f"\npayload: {payload!r}")
