@@ -76,6 +76,11 @@ class JsonRpcBinding:
             "ListTasks": self._list_tasks,
             "CancelTask": self._cancel_task,
             "SubscribeToTask": self._subscribe_to_task,
+            "CreateTaskPushNotificationConfig": self._unsupported(operations.push_config),
+            "GetTaskPushNotificationConfig": self._unsupported(operations.push_config),
+            "ListTaskPushNotificationConfigs": self._unsupported(operations.push_config),
+            "DeleteTaskPushNotificationConfig": self._unsupported(operations.push_config),
+            "GetExtendedAgentCard": self._unsupported(operations.extended_card),
         }
 
     async def __call__(self, request: Request) -> Response:
@@ -132,6 +137,12 @@ class JsonRpcBinding:
         if not isinstance(params, dict):
             raise InvalidParamsError('"params" must be an object')
         return method, params
+
+    def _unsupported(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+        async def method(params: JsonObject, request_id: JsonId, _: Request) -> Response:
+            return self._result(request_id, await operation(params, owner=ANONYMOUS))
+
+        return method
 
     @staticmethod
     def _result(request_id: JsonId, result: JsonObject) -> Response:

@@ -29,7 +29,7 @@ from app.handler import RequestHandler
 from app.jsonrpc import JsonRpcBinding
 from app.openapi import build_openapi
 from app.operations import Operations
-from app.rest import RestBinding
+from app.rest import RestBinding, not_found
 from app.settings import Settings
 from stores.base import StoreSet, StoreUnavailable
 from stores.memory import InMemoryStores
@@ -144,6 +144,7 @@ def create_app(
     operations = Operations(handler)
     app.add_api_route("/", JsonRpcBinding(operations), methods=["POST"], include_in_schema=False)
     app.router.routes.extend(RestBinding(operations).routes())
+    app.add_exception_handler(404, not_found)
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:

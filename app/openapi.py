@@ -147,6 +147,20 @@ def build_openapi() -> dict[str, Any]:
             }
             for method in ("get", "post")
         },
+        "/tasks/{id}/pushNotificationConfigs": {
+            method: {
+                "summary": "Push-notification configs: not offered (400)",
+                "parameters": task_id,
+                "responses": {"400": _ERROR},
+            }
+            for method in ("get", "post")
+        },
+        "/extendedAgentCard": {
+            "get": {
+                "summary": "The extended agent card (not offered: 400 UNSUPPORTED_OPERATION)",
+                "responses": {"400": _ERROR},
+            }
+        },
         "/.well-known/agent-card.json": {
             "get": {"summary": "The agent card", "responses": _ok({"type": "object"})}
         },

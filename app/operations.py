@@ -11,7 +11,11 @@ from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
 
-from app.errors import InvalidParamsError, PushNotificationNotSupportedError
+from app.errors import (
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    UnsupportedOperationError,
+)
 from app.handler import RequestHandler, SendRequest
 from app.wire_v1 import (
     ListTasksParams,
@@ -64,6 +68,18 @@ def _send_request(params: SendMessageParams) -> SendRequest:
 class Operations:
     def __init__(self, handler: RequestHandler) -> None:
         self._handler = handler
+
+    async def push_config(self, params: JsonObject, *, owner: str) -> JsonObject:
+        """Create/Get/List/Delete push-notification configs: not offered by this agent.
+
+        The card says `pushNotifications: false`, so each of them fails with -32003 before
+        anything else is looked at (even the task), as the spec requires.
+        """
+        raise PushNotificationNotSupportedError("This agent does not send push notifications")
+
+    async def extended_card(self, params: JsonObject, *, owner: str) -> JsonObject:
+        """The card says `extendedAgentCard: false`: the operation is unsupported (-32004)."""
+        raise UnsupportedOperationError("This agent has no extended agent card")
 
     async def send_message(self, params: JsonObject, *, owner: str) -> JsonObject:
         parsed = parse(SendMessageParams, params)

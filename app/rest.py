@@ -61,6 +61,12 @@ def error_body(error: A2AError) -> JsonObject:
     }
 
 
+async def not_found(request: Request, exc: Exception) -> Response:
+    """Unknown routes answer with an AIP-193 body too."""
+    error = MethodNotFoundError(f"{request.method} {request.url.path} is not a route")
+    return _json(error_body(error), request, error.http_status)
+
+
 def _json(payload: JsonObject, request: Request, status_code: int = 200) -> Response:
     # Mirror the client's media type: a2a+json when it used it, plain JSON otherwise.
     wants_a2a = "application/a2a+json" in (
@@ -121,7 +127,24 @@ class RestBinding:
             Route("/tasks", _guarded(self._list), methods=["GET"]),
             Route("/tasks/{ref}", _guarded(self._task_get), methods=["GET"]),
             Route("/tasks/{ref}", _guarded(self._task_post), methods=["POST"]),
+            Route(
+                "/tasks/{ref}/pushNotificationConfigs",
+                _guarded(self._push_config),
+                methods=["GET", "POST"],
+            ),
+            Route(
+                "/tasks/{ref}/pushNotificationConfigs/{config_id}",
+                _guarded(self._push_config),
+                methods=["GET", "DELETE"],
+            ),
+            Route("/extendedAgentCard", _guarded(self._extended_card), methods=["GET"]),
         ]
+
+    async def _push_config(self, request: Request) -> Response:
+        return _json(await self._operations.push_config({}, owner=ANONYMOUS), request)
+
+    async def _extended_card(self, request: Request) -> Response:
+        return _json(await self._operations.extended_card({}, owner=ANONYMOUS), request)
 
     async def _send(self, request: Request) -> Response:
         result = await self._operations.send_message(await _body(request), owner=ANONYMOUS)

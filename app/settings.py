@@ -98,14 +98,15 @@ class Settings(BaseSettings):
 
     @property
     def public_url(self) -> str:
+        # No trailing slash: clients append REST paths to it (`<url>/message:send`).
         if self.a2a_public_url:
-            return self.a2a_public_url.rstrip("/") + "/"
+            return self.a2a_public_url.rstrip("/")
         host = self.a2a_host
         if host in ("0.0.0.0", "::", ""):
             host = "127.0.0.1"
         if ":" in host:
             host = f"[{host}]"
-        return f"http://{host}:{self.a2a_port}/"
+        return f"http://{host}:{self.a2a_port}"
 
     @property
     def uses_demo_model(self) -> bool:

@@ -10,8 +10,18 @@ from __future__ import annotations
 import ipaddress
 import os
 import socket
+import sys
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
 
 import pytest
+
+# The end-to-end suites import `tests.*` helpers and hand the repository to servers as PYTHONPATH.
+ROOT = str(Path(__file__).resolve().parents[1])
+if ROOT not in sys.path:
+    sys.path.insert(0, ROOT)
 
 # LiteLLM reads this when it is imported, which can happen at collection time, before any fixture.
 os.environ["LITELLM_LOCAL_MODEL_COST_MAP"] = "True"
@@ -76,3 +86,33 @@ def _no_real_network(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(socket.socket, "connect", guarded_connect)
     monkeypatch.setattr(socket.socket, "connect_ex", guarded_connect_ex)
     monkeypatch.setattr(socket, "create_connection", guarded_create_connection)
+
+
+# --- Shared by the end-to-end suites (tests/e2e, tests/e2e_engine, tests/e2e_redis) ---------------
+
+
+@pytest.fixture(scope="module")
+def fake_llm() -> Iterator[Any]:
+    """An OpenAI-compatible fake model on loopback, one per test module."""
+    from tests.fakes.fake_llm import FakeLLMServer
+
+    with FakeLLMServer() as llm:
+        yield llm
+
+
+@pytest.fixture
+def marker(request: pytest.FixtureRequest) -> str:
+    """A unique string to put in user messages and key the fake model's replies on."""
+    return f"mk-{request.node.name[:24]}-{uuid.uuid4().hex[:8]}"
+
+
+@pytest.hookimpl(wrapper=True)
+def pytest_runtest_makereport(item: pytest.Item, call: pytest.CallInfo[None]) -> Any:
+    """On failure, attach the logs of every server process the test used."""
+    report = yield
+    if report.failed and call.when in ("call", "setup"):
+        for name, value in getattr(item, "funcargs", {}).items():
+            logs = getattr(value, "logs", None)
+            if callable(logs) and type(value).__name__ in ("ServerProcess", "Cluster"):
+                report.sections.append((f"a2a-server logs ({name})", logs(4000)))
+    return report

@@ -12,19 +12,13 @@ which the fake model's script is keyed (``when_user_contains``).
 from __future__ import annotations
 
 import os
-import sys
-import uuid
 from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
+from tests.e2e.harness import RpcClient, ServerProcess
 
-from tests.e2e.harness import RpcClient, ServerProcess  # noqa: E402
-from tests.fakes.fake_llm import FakeLLMServer  # noqa: E402
+_ROOT = str(Path(__file__).resolve().parents[2])
 
 ENGINE_TOOLS = "tests.e2e_engine.engine_tools:ALL"
 ENGINE_HOOKS = "tests.e2e_engine.engine_hooks:PolicyHooks"
@@ -34,12 +28,6 @@ BASE_ENV = {
     "LITELLM_LOCAL_MODEL_COST_MAP": "True",
     "PYTHONPATH": os.pathsep.join([_ROOT, *filter(None, [os.environ.get("PYTHONPATH")])]),
 }
-
-
-@pytest.fixture(scope="module")
-def fake_llm():
-    with FakeLLMServer() as llm:
-        yield llm
 
 
 @pytest.fixture(scope="module")
@@ -60,20 +48,3 @@ def rpc(server):
         yield client
     finally:
         client.close()
-
-
-@pytest.fixture
-def marker(request):
-    """A unique string to put in user messages and key the fake model's replies on."""
-    return f"mk-{request.node.name[:24]}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """On failure, attach the tail of the server's logs to the report."""
-    report = yield
-    if report.failed and call.when in ("call", "setup"):
-        srv = item.funcargs.get("server") if hasattr(item, "funcargs") else None
-        if isinstance(srv, ServerProcess):
-            report.sections.append(("a2a-server logs", srv.logs(4000)))
-    return report

@@ -12,27 +12,11 @@ the fake model's script on it (``when_user_contains``).
 
 from __future__ import annotations
 
-import os
-import sys
 import uuid
-from pathlib import Path
 
 import pytest
 
-_ROOT = str(Path(__file__).resolve().parents[2])
-if _ROOT not in sys.path:
-    sys.path.insert(0, _ROOT)
-os.environ.setdefault("LITELLM_LOCAL_MODEL_COST_MAP", "True")
-
-from tests.e2e.harness import ServerProcess  # noqa: E402
-from tests.e2e_redis.support import REDIS_URL, Cluster, connect, delete_prefix  # noqa: E402
-from tests.fakes.fake_llm import FakeLLMServer  # noqa: E402
-
-
-@pytest.fixture(scope="module")
-def fake_llm():
-    with FakeLLMServer() as llm:
-        yield llm
+from tests.e2e_redis.support import REDIS_URL, Cluster, connect, delete_prefix
 
 
 @pytest.fixture(scope="module")
@@ -85,24 +69,3 @@ def rpc_a(cluster, replicas):
 @pytest.fixture(scope="module")
 def rpc_b(cluster, replicas):
     return cluster.client(replicas[1])
-
-
-@pytest.fixture
-def marker(request):
-    return f"mk-{request.node.name[:24]}-{uuid.uuid4().hex[:8]}"
-
-
-@pytest.hookimpl(wrapper=True)
-def pytest_runtest_makereport(item, call):
-    """On failure, attach the tail of every replica's log to the report."""
-    report = yield
-    if report.failed and call.when in ("call", "setup"):
-        funcargs = getattr(item, "funcargs", {})
-        c = funcargs.get("cluster")
-        if isinstance(c, Cluster):
-            report.sections.append(("a2a-server replica logs", c.logs(4000)))
-        else:
-            for name, value in funcargs.items():
-                if isinstance(value, ServerProcess):
-                    report.sections.append((f"a2a-server logs ({name})", value.logs(4000)))
-    return report
