@@ -118,11 +118,13 @@ class AgentLoop:
         max_consecutive_tool_errors: int = 3,
         ask_user_tool: bool = True,
         finish_tool: bool = True,
+        max_messages: int | None = None,
     ) -> None:
         self._llm = llm
         self._toolbox = toolbox
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
+        self._max_messages = max_messages
         self._hooks = hooks or HookChain()
         self._fail_on_tool_error = tool_failure_mode == "fail"
         self._max_consecutive_tool_errors = max_consecutive_tool_errors
@@ -273,12 +275,12 @@ class AgentLoop:
         yield response
 
     def _fit(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
+        """At most `max_messages`, and what fits the model's window when LiteLLM knows it."""
         window_of = getattr(self._llm, "context_window", None)
         count = getattr(self._llm, "count_tokens", None)
         window = window_of() if window_of is not None else None
-        if not window or count is None:
-            return messages
-        return fit_to_window(messages, budget=window - output_reserve(window), count=count)
+        budget = window - output_reserve(window) if window and count is not None else None
+        return fit_to_window(messages, max_messages=self._max_messages, budget=budget, count=count)
 
     async def _answer_tool_calls(
         self, state: LoopState, turn: TurnContext

@@ -19,8 +19,15 @@ def _units(body: Messages) -> list[Messages]:
     return units
 
 
-def fit_to_window(messages: Messages, *, budget: int, count: Callable[[Messages], int]) -> Messages:
-    """Drop the oldest units until the request fits `budget` tokens.
+def fit_to_window(
+    messages: Messages,
+    *,
+    max_messages: int | None = None,
+    budget: int | None = None,
+    count: Callable[[Messages], int] | None = None,
+) -> Messages:
+    """Drop the oldest units until the request has at most `max_messages` messages (besides the
+    system prompt) and fits `budget` tokens (when a token `count` is given).
 
     The system prompt (first, if present) and the newest unit always stay whole, and the cut never
     leaves a tool result without the assistant message that called it.
@@ -30,12 +37,18 @@ def fit_to_window(messages: Messages, *, budget: int, count: Callable[[Messages]
     # A leading tool result whose call is already gone cannot be sent at all.
     while units and units[0][0]["role"] == "tool":
         units.pop(0)
+    size = sum(len(unit) for unit in units)
 
     def flat() -> Messages:
         return head + [message for unit in units for message in unit]
 
-    while len(units) > 1 and count(flat()) > budget:
-        units.pop(0)
+    def too_big() -> bool:
+        if max_messages is not None and size > max_messages:
+            return True
+        return budget is not None and count is not None and count(flat()) > budget
+
+    while len(units) > 1 and too_big():
+        size -= len(units.pop(0))
     return flat()
 
 

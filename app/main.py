@@ -95,6 +95,7 @@ def create_app(
         max_consecutive_tool_errors=settings.agent_max_consecutive_tool_errors,
         ask_user_tool=settings.agent_ask_user_tool,
         finish_tool=settings.agent_finish_tool,
+        max_messages=settings.agent_history_max_messages,
     )
     agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
     runner = TaskRunner(

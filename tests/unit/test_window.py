@@ -16,12 +16,12 @@ from agent.events import TurnCompleted
 from agent.hooks import TurnContext
 from agent.loop import AgentLoop, to_llm_message
 from agent.state import LoopState
-from agent.tools import Toolbox
+from agent.tools import FunctionTool, Toolbox
 from agent.window import fit_to_window, output_reserve
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage, ToolCall
 
-from .scripted_llm import ScriptedLLM, text
+from .scripted_llm import ScriptedLLM, call, text, tools
 
 SEEDS = range(200)
 SYSTEM = {"role": "system", "content": "system prompt"}
@@ -288,3 +288,59 @@ async def test_loop_trims_the_request_to_the_model_window() -> None:
     assert request.messages[-1] == to_llm_message(history[-1])
     assert request.messages[1]["role"] != "tool"
     assert not pairing_problems(request.messages[1:])
+
+
+# --- the message cap (AGENT_HISTORY_MAX_MESSAGES) -----------------------------------------------
+
+
+def test_fit_to_window_message_cap_on_generated_histories() -> None:
+    failures: list[str] = []
+    for seed in SEEDS:
+        rng = random.Random(seed)
+        messages = as_request(rng, generate(rng, end=rng.choice(["plain", "tool"])))
+        head, body = split_head(messages)
+        for cap in (1, 2, 3, 5, 8, len(body), len(body) + 1):
+            result = fit_to_window(messages, max_messages=cap)
+            result_head, result_body = split_head(result)
+            last_unit_start = max(i for i, m in enumerate(body) if m["role"] != "tool")
+            last_unit = body[last_unit_start:]
+            where = f"seed={seed} cap={cap}"
+            if result_head != head:
+                failures.append(f"{where}: system prompt not kept")
+            if result_body[-len(last_unit) :] != last_unit:
+                failures.append(f"{where}: the newest unit is not kept whole")
+            if len(result_body) > max(cap, len(last_unit)):
+                failures.append(f"{where}: {len(result_body)} messages kept")
+            if result_body[0]["role"] == "tool" or pairing_problems(result_body):
+                failures.append(f"{where}: a tool result lost its call")
+    assert not failures, f"{len(failures)} violations, e.g.:\n" + "\n".join(failures[:5])
+
+
+async def test_a_long_turn_sends_at_most_the_message_cap() -> None:
+    """Tool rounds inside one turn count too: every request stays within the cap."""
+    llm = ScriptedLLM(
+        tools(call("c1", "add", {"a": 1, "b": 2})),
+        tools(call("c2", "add", {"a": 3, "b": 4})),
+        tools(call("c3", "add", {"a": 5, "b": 6})),
+        text("done"),
+    )
+
+    def add(a: int, b: int) -> int:
+        """Add two integers."""
+        return a + b
+
+    loop = AgentLoop(
+        llm, Toolbox([FunctionTool(add)]), system_prompt="system prompt", max_messages=4
+    )
+    turn = TurnContext(owner="o", context_id="c", task_id="t")
+    conversation = [ChatMessage(role="user", content="add things")]
+    events = [e async for e in loop.run(LoopState(conversation=conversation), turn)]
+    assert isinstance(events[-1], TurnCompleted)
+    assert len(llm.requests) == 4
+    for request in llm.requests:
+        body = request.messages[1:]
+        assert request.messages[0] == SYSTEM
+        assert len(body) <= 4, [m["role"] for m in body]
+        assert body[0]["role"] != "tool" and not pairing_problems(body)
+    last = llm.requests[-1].messages
+    assert last[-2]["tool_calls"][0]["id"] == "c3" and last[-1]["tool_call_id"] == "c3"
