@@ -98,8 +98,8 @@ def pairing_problems(body: list[Any]) -> list[str]:
     seen: set[str] = set()
     problems = []
     for index, message in enumerate(body):
-        for call in get(message, "tool_calls") or []:
-            seen.add(call["id"] if isinstance(call, dict) else call.id)
+        for tool_call in get(message, "tool_calls") or []:
+            seen.add(tool_call["id"] if isinstance(tool_call, dict) else tool_call.id)
         if get(message, "role") == "tool" and get(message, "tool_call_id") not in seen:
             problems.append(f"message {index}: tool result {get(message, 'tool_call_id')!r}")
     return problems
