@@ -9,12 +9,11 @@ feeds the client's answer back and goes on from the same state.
 
 from __future__ import annotations
 
-import asyncio
-import json
 import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from agent.control_tools import ASK_USER, CONTROL_TOOLS, FINISH
 from agent.events import (
     AgentEvent,
     CheckpointReached,
@@ -22,55 +21,24 @@ from agent.events import (
     LLMCallFinished,
     MessagesCommitted,
     TextDelta,
-    ToolCallFinished,
-    ToolCallStarted,
     TurnCompleted,
     TurnFailed,
     TurnStarted,
     TurnSuspended,
     Usage,
 )
-from agent.hooks import HookChain, HookFailed, ReplaceArguments, SupplyResult, TurnContext
+from agent.hooks import HookChain, HookFailed, TurnContext
 from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
-from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak
-from agent.tools import Toolbox, ToolResult
+from agent.state import LoopState, SavedToolResult
+from agent.tool_round import ToolRound, ToolRoundFailed
+from agent.tools import Toolbox
 from agent.window import fit_to_window, output_reserve
-from stores.models import ChatMessage, ToolCall
+from stores.models import ChatMessage
 
 logger = logging.getLogger(__name__)
 
 ANSWER_SEPARATOR = "\n\n"
 """Between the texts of two model calls of one turn, so the answer reads as paragraphs."""
-
-ASK_USER = "ask_user"
-FINISH = "finish"
-_CONTROL_TOOLS = {
-    ASK_USER: {
-        "type": "function",
-        "function": {
-            "name": ASK_USER,
-            "description": "Ask the user a question and wait for the answer. Use it when you"
-            " need information or a decision that only the user can give.",
-            "parameters": {
-                "type": "object",
-                "properties": {"question": {"type": "string", "description": "The question."}},
-                "required": ["question"],
-            },
-        },
-    },
-    FINISH: {
-        "type": "function",
-        "function": {
-            "name": FINISH,
-            "description": "End the turn: give the final answer and stop.",
-            "parameters": {
-                "type": "object",
-                "properties": {"result": {"type": "string", "description": "The final answer."}},
-                "required": ["result"],
-            },
-        },
-    },
-}
 
 
 def to_llm_message(message: ChatMessage) -> dict[str, Any]:
@@ -90,14 +58,6 @@ def to_llm_message(message: ChatMessage) -> dict[str, Any]:
         if message.name:
             payload["name"] = message.name
     return payload
-
-
-def _arguments(call: ToolCall) -> dict[str, Any]:
-    try:
-        parsed = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        return {}
-    return parsed if isinstance(parsed, dict) else {}
 
 
 class _TurnEnded(Exception):
@@ -121,19 +81,21 @@ class AgentLoop:
         max_messages: int | None = None,
     ) -> None:
         self._llm = llm
-        self._toolbox = toolbox
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._max_messages = max_messages
         self._hooks = hooks or HookChain()
-        self._fail_on_tool_error = tool_failure_mode == "fail"
-        self._max_consecutive_tool_errors = max_consecutive_tool_errors
-        self._control = {
+        control = {
             name for name, enabled in ((ASK_USER, ask_user_tool), (FINISH, finish_tool)) if enabled
         }
-        self._tool_schemas = toolbox.schemas() + [
-            _CONTROL_TOOLS[name] for name in sorted(self._control)
-        ]
+        self._tool_schemas = toolbox.schemas() + [CONTROL_TOOLS[name] for name in sorted(control)]
+        self._tool_round = ToolRound(
+            toolbox,
+            self._hooks,
+            control=control,
+            fail_on_tool_error=tool_failure_mode == "fail",
+            max_consecutive_tool_errors=max_consecutive_tool_errors,
+        )
 
     async def run(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
         """Run (or go on with) the turn described by `state` until it ends or suspends."""
@@ -181,13 +143,16 @@ class AgentLoop:
     async def _steps(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
         while True:
             if state.pending_calls:
-                async for event in self._answer_tool_calls(state, turn):
-                    yield event
+                try:
+                    async for event in self._tool_round.answer(state, turn):
+                        yield event
+                except ToolRoundFailed as exc:
+                    raise _TurnEnded(self._failed(str(exc), state)) from exc
                 if state.awaiting is not None:
                     yield CheckpointReached(state=state.model_copy(deep=True))
                     yield TurnSuspended(awaiting=state.awaiting)
                     return
-                yield self._commit_tool_unit(state)
+                yield ToolRound.commit(state)
                 if state.finish_result is not None:
                     text = state.finish_result
                     if text:
@@ -281,147 +246,6 @@ class AgentLoop:
         window = window_of() if window_of is not None else None
         budget = window - output_reserve(window) if window and count is not None else None
         return fit_to_window(messages, max_messages=self._max_messages, budget=budget, count=count)
-
-    async def _answer_tool_calls(
-        self, state: LoopState, turn: TurnContext
-    ) -> AsyncIterator[AgentEvent]:
-        """Approvals first (a human may be asked), then run what is allowed, concurrently."""
-        to_run: list[ToolCall] = []
-        for call in state.pending_calls:
-            if call.id in state.results:
-                continue
-            if call.name == FINISH and FINISH in self._control:
-                result = str(_arguments(call).get("result", ""))
-                state.finish_result = result
-                state.results[call.id] = SavedToolResult(
-                    call_id=call.id, name=call.name, content=result, ok=True
-                )
-                continue
-            if call.name == ASK_USER and ASK_USER in self._control:
-                question = (
-                    str(_arguments(call).get("question", "")).strip()
-                    or "Please provide more input."
-                )
-                state.awaiting = Awaiting(kind="ask_user", call=call, question=question)
-                continue
-            if call.id not in state.approved:
-                approval = await self._hooks.approve_tool_call(turn, call)
-                if approval.verdict == "ask":
-                    state.awaiting = Awaiting(kind="approval", call=call)
-                    return  # one question at a time; the rest waits for the answer
-                if approval.verdict == "deny":
-                    state.results[call.id] = SavedToolResult(
-                        call_id=call.id,
-                        name=call.name,
-                        content=f"Error: the call of {call.name!r} was denied: {approval.reason}",
-                        ok=False,
-                    )
-                    continue
-                state.approved.append(call.id)
-            to_run.append(call)
-        if state.awaiting is not None and state.awaiting.kind == "approval":
-            return
-        async for event in self._run_tools(to_run, state, turn):
-            yield event
-
-    async def _run_tools(
-        self, calls: list[ToolCall], state: LoopState, turn: TurnContext
-    ) -> AsyncIterator[AgentEvent]:
-        """Run the calls concurrently, yielding start/finish events and a checkpoint per result."""
-        if not calls:
-            return
-        events: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
-
-        async def execute(call: ToolCall) -> ToolResult:
-            decision = await self._hooks.before_tool_call(turn, call)
-            if isinstance(decision, SupplyResult):
-                result = ToolResult(
-                    call_id=call.id, name=call.name, content=decision.content, ok=decision.ok
-                )
-            else:
-                if isinstance(decision, ReplaceArguments):
-                    call = call.model_copy(update={"arguments": json.dumps(decision.arguments)})
-                result = await self._toolbox.execute(call)
-            return await self._hooks.after_tool_call(turn, call, result)
-
-        def finished(result: ToolResult) -> None:
-            state.tool_calls_made += 1  # counted with the result, so a checkpoint has both
-            state.results[result.call_id] = SavedToolResult(
-                call_id=result.call_id, name=result.name, content=result.content, ok=result.ok
-            )
-            events.put_nowait(
-                ToolCallFinished(call_id=result.call_id, name=result.name, ok=result.ok)
-            )
-            events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
-
-        execution = asyncio.create_task(
-            self._toolbox.run(
-                calls,
-                execute=execute,
-                on_start=lambda call: events.put_nowait(
-                    ToolCallStarted(call_id=call.id, name=call.name)
-                ),
-                on_finish=finished,
-            )
-        )
-        execution.add_done_callback(lambda _: events.put_nowait(None))
-        try:
-            while (event := await events.get()) is not None:
-                yield event
-            execution.result()
-        finally:
-            # A canceled turn must not leave its tools running in the background.
-            execution.cancel()
-            await asyncio.wait([execution], timeout=1.0)
-        self._check_tool_errors(calls, state)
-
-    def _check_tool_errors(self, calls: list[ToolCall], state: LoopState) -> None:
-        for call in calls:
-            result = state.results[call.id]
-            if result.ok:
-                state.failure_streaks.pop(call.name, None)
-                continue
-            if self._fail_on_tool_error:
-                raise _TurnEnded(
-                    self._failed(
-                        f"Tool {call.name!r} failed (AGENT_TOOL_FAILURE_MODE=fail):"
-                        f" {result.content}",
-                        state,
-                    )
-                )
-            streak = state.failure_streaks.get(call.name)
-            count = streak.count + 1 if streak is not None and streak.error == result.content else 1
-            state.failure_streaks[call.name] = ToolFailureStreak(error=result.content, count=count)
-            if count >= self._max_consecutive_tool_errors:
-                raise _TurnEnded(
-                    self._failed(
-                        f"Tool {call.name!r} failed {count} times in a row with the same error"
-                        f" ({result.content}); stopping the turn"
-                        " (AGENT_MAX_CONSECUTIVE_TOOL_ERRORS="
-                        f"{self._max_consecutive_tool_errors}).",
-                        state,
-                    )
-                )
-
-    def _commit_tool_unit(self, state: LoopState) -> MessagesCommitted:
-        """The assistant message with its calls and all their results (in call order): one unit."""
-        unit = [
-            ChatMessage(
-                role="assistant", content=state.pending_content, tool_calls=state.pending_calls
-            )
-        ] + [
-            ChatMessage(
-                role="tool",
-                content=state.results[call.id].content,
-                tool_call_id=call.id,
-                name=call.name,
-            )
-            for call in state.pending_calls
-        ]
-        state.conversation.extend(unit)
-        state.pending_calls, state.pending_content = [], None
-        state.results, state.approved = {}, []
-        return MessagesCommitted(unit_id=f"{state.iterations}:tools", messages=unit)
 
     async def _completed(self, turn: TurnContext, state: LoopState) -> TurnCompleted:
         event = TurnCompleted(

@@ -18,7 +18,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import json
 import logging
 import uuid
 from dataclasses import dataclass, field
@@ -38,8 +37,9 @@ from agent.events import (
     TurnSuspended,
 )
 from agent.hooks import TurnContext
+from agent.messages import question_message, text_message
 from agent.retry import persistently
-from agent.state import Awaiting, LoopState
+from agent.state import LoopState
 from stores.base import (
     CheckpointStore,
     LeaseStore,
@@ -54,7 +54,6 @@ from stores.models import (
     ChatMessage,
     Message,
     Part,
-    Role,
     StatusUpdate,
     Task,
     TaskState,
@@ -80,45 +79,6 @@ class TurnCheckpoint(BaseModel):
     loop: LoopState
     artifact_id: str
     chunks_sent: int
-
-
-def agent_message(task: Task, parts: list[Part]) -> Message:
-    return Message(
-        message_id=str(uuid.uuid4()),
-        role=Role.AGENT,
-        parts=parts,
-        task_id=task.id,
-        context_id=task.context_id,
-    )
-
-
-def text_message(task: Task, text: str) -> Message:
-    return agent_message(task, [Part(text=text)])
-
-
-def question_message(task: Task, awaiting: Awaiting) -> Message:
-    """The status message of an input-required task: what the client must answer."""
-    if awaiting.kind == "ask_user":
-        return text_message(task, awaiting.question)
-    call = awaiting.call
-    try:
-        arguments = json.loads(call.arguments or "{}")
-    except json.JSONDecodeError:
-        arguments = call.arguments
-    return agent_message(
-        task,
-        [
-            Part(
-                text=f"Approve the call of {call.name!r} with arguments {call.arguments or '{}'}?"
-                ' Answer "approve" or "deny".'
-            ),
-            Part(
-                data={
-                    "approval": {"toolCallId": call.id, "name": call.name, "arguments": arguments}
-                }
-            ),
-        ],
-    )
 
 
 @dataclass(kw_only=True)

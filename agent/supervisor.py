@@ -15,7 +15,8 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
-from agent.runner import NoCheckpoint, TaskRunner, TurnCheckpoint, text_message
+from agent.messages import text_message
+from agent.runner import NoCheckpoint, TaskRunner, TurnCheckpoint
 from stores.base import CheckpointStore, LeaseStatus, StoreUnavailable, TaskRef, TaskStore
 from stores.models import StatusUpdate, TaskState, TaskStatus
 

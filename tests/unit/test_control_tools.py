@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from agent.control_tools import ASK_USER, FINISH
 from agent.events import (
     CheckpointReached,
     MessagesCommitted,
@@ -13,7 +14,7 @@ from agent.events import (
     TurnStarted,
     TurnSuspended,
 )
-from agent.loop import ANSWER_SEPARATOR, ASK_USER, FINISH
+from agent.loop import ANSWER_SEPARATOR
 from agent.state import LoopState
 
 from .engine_helpers import (

@@ -1,0 +1,180 @@
+"""ToolRound: answering the tool calls of one model response.
+
+Approvals first (a hook may allow or deny, or a human is asked: the round suspends with
+`state.awaiting`), then the allowed calls run concurrently, each through the hooks, with a start
+and a finish event and a checkpoint per result; then the circuit breaker looks at the failures.
+Control tools (`ask_user`, `finish`) are acted on here rather than run.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+from collections.abc import AsyncIterator
+
+from agent.control_tools import ASK_USER, FINISH, arguments_of
+from agent.events import (
+    AgentEvent,
+    CheckpointReached,
+    MessagesCommitted,
+    ToolCallFinished,
+    ToolCallStarted,
+)
+from agent.hooks import HookChain, ReplaceArguments, SupplyResult, TurnContext
+from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak
+from agent.tools import Toolbox, ToolResult
+from stores.models import ChatMessage, ToolCall
+
+
+class ToolRoundFailed(Exception):
+    """The round ends the turn (a tool failed under AGENT_TOOL_FAILURE_MODE=fail, or the circuit
+    breaker tripped); the message says why."""
+
+
+class ToolRound:
+    def __init__(
+        self,
+        toolbox: Toolbox,
+        hooks: HookChain,
+        *,
+        control: set[str],
+        fail_on_tool_error: bool,
+        max_consecutive_tool_errors: int,
+    ) -> None:
+        self._toolbox = toolbox
+        self._hooks = hooks
+        self._control = control
+        self._fail_on_tool_error = fail_on_tool_error
+        self._max_consecutive_tool_errors = max_consecutive_tool_errors
+
+    async def answer(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
+        """Approvals first (a human may be asked), then run what is allowed, concurrently."""
+        to_run: list[ToolCall] = []
+        for call in state.pending_calls:
+            if call.id in state.results:
+                continue
+            if call.name == FINISH and FINISH in self._control:
+                result = str(arguments_of(call).get("result", ""))
+                state.finish_result = result
+                state.results[call.id] = SavedToolResult(
+                    call_id=call.id, name=call.name, content=result, ok=True
+                )
+                continue
+            if call.name == ASK_USER and ASK_USER in self._control:
+                question = (
+                    str(arguments_of(call).get("question", "")).strip()
+                    or "Please provide more input."
+                )
+                state.awaiting = Awaiting(kind="ask_user", call=call, question=question)
+                continue
+            if call.id not in state.approved:
+                approval = await self._hooks.approve_tool_call(turn, call)
+                if approval.verdict == "ask":
+                    state.awaiting = Awaiting(kind="approval", call=call)
+                    return  # one question at a time; the rest waits for the answer
+                if approval.verdict == "deny":
+                    state.results[call.id] = SavedToolResult(
+                        call_id=call.id,
+                        name=call.name,
+                        content=f"Error: the call of {call.name!r} was denied: {approval.reason}",
+                        ok=False,
+                    )
+                    continue
+                state.approved.append(call.id)
+            to_run.append(call)
+        if state.awaiting is not None and state.awaiting.kind == "approval":
+            return
+        async for event in self._run(to_run, state, turn):
+            yield event
+
+    async def _run(
+        self, calls: list[ToolCall], state: LoopState, turn: TurnContext
+    ) -> AsyncIterator[AgentEvent]:
+        """Run the calls concurrently, yielding start/finish events and a checkpoint per result."""
+        if not calls:
+            return
+        events: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
+
+        async def execute(call: ToolCall) -> ToolResult:
+            decision = await self._hooks.before_tool_call(turn, call)
+            if isinstance(decision, SupplyResult):
+                result = ToolResult(
+                    call_id=call.id, name=call.name, content=decision.content, ok=decision.ok
+                )
+            else:
+                if isinstance(decision, ReplaceArguments):
+                    call = call.model_copy(update={"arguments": json.dumps(decision.arguments)})
+                result = await self._toolbox.execute(call)
+            return await self._hooks.after_tool_call(turn, call, result)
+
+        def finished(result: ToolResult) -> None:
+            state.tool_calls_made += 1  # counted with the result, so a checkpoint has both
+            state.results[result.call_id] = SavedToolResult(
+                call_id=result.call_id, name=result.name, content=result.content, ok=result.ok
+            )
+            events.put_nowait(
+                ToolCallFinished(call_id=result.call_id, name=result.name, ok=result.ok)
+            )
+            events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
+
+        execution = asyncio.create_task(
+            self._toolbox.run(
+                calls,
+                execute=execute,
+                on_start=lambda call: events.put_nowait(
+                    ToolCallStarted(call_id=call.id, name=call.name)
+                ),
+                on_finish=finished,
+            )
+        )
+        execution.add_done_callback(lambda _: events.put_nowait(None))
+        try:
+            while (event := await events.get()) is not None:
+                yield event
+            execution.result()
+        finally:
+            # A canceled turn must not leave its tools running in the background.
+            execution.cancel()
+            await asyncio.wait([execution], timeout=1.0)
+        self._check_errors(calls, state)
+
+    def _check_errors(self, calls: list[ToolCall], state: LoopState) -> None:
+        for call in calls:
+            result = state.results[call.id]
+            if result.ok:
+                state.failure_streaks.pop(call.name, None)
+                continue
+            if self._fail_on_tool_error:
+                raise ToolRoundFailed(
+                    f"Tool {call.name!r} failed (AGENT_TOOL_FAILURE_MODE=fail): {result.content}"
+                )
+            streak = state.failure_streaks.get(call.name)
+            count = streak.count + 1 if streak is not None and streak.error == result.content else 1
+            state.failure_streaks[call.name] = ToolFailureStreak(error=result.content, count=count)
+            if count >= self._max_consecutive_tool_errors:
+                raise ToolRoundFailed(
+                    f"Tool {call.name!r} failed {count} times in a row with the same error"
+                    f" ({result.content}); stopping the turn"
+                    f" (AGENT_MAX_CONSECUTIVE_TOOL_ERRORS={self._max_consecutive_tool_errors})."
+                )
+
+    @staticmethod
+    def commit(state: LoopState) -> MessagesCommitted:
+        """The assistant message with its calls and all their results (in call order): one unit."""
+        unit = [
+            ChatMessage(
+                role="assistant", content=state.pending_content, tool_calls=state.pending_calls
+            )
+        ] + [
+            ChatMessage(
+                role="tool",
+                content=state.results[call.id].content,
+                tool_call_id=call.id,
+                name=call.name,
+            )
+            for call in state.pending_calls
+        ]
+        state.conversation.extend(unit)
+        state.pending_calls, state.pending_content = [], None
+        state.results, state.approved = {}, []
+        return MessagesCommitted(unit_id=f"{state.iterations}:tools", messages=unit)
