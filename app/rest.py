@@ -155,9 +155,7 @@ class RestBinding:
         return self._sse(entries)
 
     async def _list(self, request: Request) -> Response:
-        params = _query(request, _LIST_QUERY)
-        if "includeArtifacts" in params:
-            params["includeArtifacts"] = params["includeArtifacts"].lower() == "true"
+        params = _query(request, _LIST_QUERY)  # the params model parses "true"/"false" itself
         return _json(await self._operations.list_tasks(params, owner=ANONYMOUS), request)
 
     async def _task_get(self, request: Request) -> Response:

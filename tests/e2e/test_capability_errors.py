@@ -66,3 +66,9 @@ def test_card_interface_urls_take_appended_paths(rpc):
             timeout=30,
         )
         assert send.status_code == 200, send.text
+
+
+def test_rest_list_rejects_a_boolean_that_is_not_one(server):
+    response = httpx.get(server.url + "/tasks?includeArtifacts=maybe", timeout=10)
+    assert response.status_code == 400, response.text
+    assert httpx.get(server.url + "/tasks?includeArtifacts=true", timeout=10).status_code == 200
