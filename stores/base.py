@@ -96,7 +96,11 @@ class TaskStore(ABC):
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
     ) -> builtins.list[JournalEntry]:
-        """Journal entries after `after`, waiting up to `timeout_s` for the first one to arrive."""
+        """Journal entries after `after`, waiting up to `timeout_s` for the first one to arrive.
+
+        For a task that does not exist the answer is [] (possibly after the wait): a reader checks
+        the task itself between reads.
+        """
 
 
 class MessageStore(ABC):

@@ -231,15 +231,10 @@ class RedisTaskStore(TaskStore):
         journal = self._keys.journal(owner, task_id)
         start = f"{max(after, 0)}-1"  # entry ids are "<position>-1": XREAD returns ids > start
         with redis_available():
-            # First without blocking: entries already there come back at once, and a task that
-            # does not exist (or expired) ends the read instead of blocking on a missing stream.
-            def probe(pipe: Pipeline) -> None:
-                pipe.exists(self._keys.task(owner, task_id))
-                pipe.xread({journal: start})
-
-            exists, found = await run_pipeline(self._redis, probe)
-            if found or not exists or timeout_s <= 0:
-                return _entries(found)
+            if timeout_s <= 0:
+                return _entries(await self._redis.xread({journal: start}))
+            # One blocking XREAD: it answers at once when entries are already there. (A task that
+            # does not exist just waits out the timeout; readers check the task between reads.)
             block_ms = max(1, int(timeout_s * 1000))
             try:
                 async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
