@@ -43,6 +43,12 @@ class TextDelta:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LLMCallStarted:
+    iteration: int
+    kind: Literal["llm_call_started"] = "llm_call_started"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LLMCallFinished:
     iteration: int
     usage: Usage
@@ -112,6 +118,7 @@ AgentEvent = (
     TurnStarted
     | IterationStarted
     | TextDelta
+    | LLMCallStarted
     | LLMCallFinished
     | ToolCallStarted
     | ToolCallFinished

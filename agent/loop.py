@@ -19,6 +19,7 @@ from agent.events import (
     CheckpointReached,
     IterationStarted,
     LLMCallFinished,
+    LLMCallStarted,
     MessagesCommitted,
     TextDelta,
     TurnCompleted,
@@ -174,6 +175,7 @@ class AgentLoop:
             yield CheckpointReached(state=state.model_copy(deep=True))
             state.iterations += 1
             yield IterationStarted(iteration=state.iterations)
+            yield LLMCallStarted(iteration=state.iterations)
             response: LLMResponse | None = None
             async for event in self._call_model(state, turn):
                 if isinstance(event, LLMResponse):

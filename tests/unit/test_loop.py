@@ -132,6 +132,7 @@ async def test_text_only_turn_streams_deltas_in_order_and_completes(llm: Scripte
     assert kinds(events) == [
         "turn_started",
         "iteration_started",
+        "llm_call_started",
         "text_delta",
         "text_delta",
         "text_delta",
