@@ -10,8 +10,10 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from typing import Any, Literal
+
+from opentelemetry.context import Context
 
 from agent.events import TurnCompleted, TurnFailed
 from agent.llm import LLMRequest, LLMResponse
@@ -26,6 +28,8 @@ class TurnContext:
     owner: str
     context_id: str
     task_id: str
+    trace: Context | None = field(default=None, compare=False)
+    """The turn's trace context (its `agent.turn` span), parent of the turn's other spans."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -13,6 +13,8 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from opentelemetry.trace import StatusCode
+
 from agent.control_tools import ASK_USER, CONTROL_TOOLS, FINISH
 from agent.events import (
     AgentEvent,
@@ -33,6 +35,7 @@ from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
 from agent.tools import Toolbox
+from agent.tracing import start_span
 from agent.window import fit_to_window, output_reserve
 from stores.models import ChatMessage
 
@@ -212,6 +215,7 @@ class AgentLoop:
         )
         separate = bool(state.answer)  # this call's text starts a new paragraph of the answer
         response: LLMResponse | None = None
+        span = start_span("llm.call", turn.trace, iteration=state.iterations)
         try:
             async for item in self._llm.stream(request):
                 if isinstance(item, LLMText):
@@ -226,7 +230,10 @@ class AgentLoop:
                 else:
                     response = item
         except LLMError as exc:
+            span.set_status(StatusCode.ERROR, str(exc))
             raise _TurnEnded(self._failed(f"The model call failed: {exc}", state)) from exc
+        finally:
+            span.end()
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
         state.prompt_tokens += response.usage.prompt_tokens
         state.completion_tokens += response.usage.completion_tokens

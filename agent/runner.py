@@ -22,6 +22,7 @@ import logging
 import uuid
 from dataclasses import dataclass, field
 
+from opentelemetry.context import Context
 from pydantic import BaseModel
 
 from agent.agent import Agent
@@ -40,6 +41,7 @@ from agent.hooks import TurnContext
 from agent.messages import question_message, text_message
 from agent.retry import persistently
 from agent.state import LoopState
+from agent.tracing import Carrier, carrier_of, context_from, context_of, start_span
 from stores.base import (
     CheckpointStore,
     LeaseStore,
@@ -79,6 +81,8 @@ class TurnCheckpoint(BaseModel):
     loop: LoopState
     artifact_id: str
     chunks_sent: int
+    trace_carrier: Carrier = {}
+    """The turn's trace context, so the turn goes on in the same trace wherever it resumes."""
 
 
 @dataclass(kw_only=True)
@@ -93,10 +97,17 @@ class _Turn:
     cancel_requested: bool = False
     suspended: bool = False
     finished: bool = False
+    trace_carrier: Carrier = field(default_factory=dict)  # the parent: the client's, or saved
+    trace: Context | None = None  # this process's `agent.turn` span, once started
 
     @property
     def context(self) -> TurnContext:
-        return TurnContext(owner=self.owner, context_id=self.task.context_id, task_id=self.task.id)
+        return TurnContext(
+            owner=self.owner,
+            context_id=self.task.context_id,
+            task_id=self.task.id,
+            trace=self.trace,
+        )
 
 
 class TaskRunner:
@@ -120,9 +131,18 @@ class TaskRunner:
         self.lease_ttl_s = lease_ttl_s
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], _Turn]] = {}
 
-    async def start(self, task: Task, user_message: Message, *, owner: str) -> None:
+    async def start(
+        self,
+        task: Task,
+        user_message: Message,
+        *,
+        owner: str,
+        trace_carrier: Carrier | None = None,
+    ) -> None:
         """Take the task's lease and run a new turn for it in the background."""
-        turn = _Turn(task=task.model_copy(deep=True), owner=owner)
+        turn = _Turn(
+            task=task.model_copy(deep=True), owner=owner, trace_carrier=trace_carrier or {}
+        )
         await self._lease(turn)
         self._launch(turn, ChatMessage(role="user", content=user_message.text()))
 
@@ -164,6 +184,7 @@ class TaskRunner:
             owner=owner,
             artifact_id=checkpoint.artifact_id,
             chunks_sent=0 if recovered else checkpoint.chunks_sent,
+            trace_carrier=checkpoint.trace_carrier,
         )
         if recovered and checkpoint.loop.answer:
             turn.held_chunk = "".join(checkpoint.loop.answer)
@@ -228,6 +249,12 @@ class TaskRunner:
 
     async def _run(self, turn: _Turn, start: ChatMessage | LoopState) -> None:
         task = turn.task
+        span = start_span(
+            "agent.turn",
+            context_from(turn.trace_carrier),
+            **{"a2a.task_id": task.id, "a2a.context_id": task.context_id},
+        )
+        turn.trace = context_of(span)
         try:
             await self._set_state(turn, TaskState.WORKING)
             if isinstance(start, LoopState):
@@ -249,6 +276,8 @@ class TaskRunner:
                 await self._set_state(turn, TaskState.FAILED, "The agent hit an internal error.")
         finally:
             turn.finished = True
+            span.set_attribute("a2a.task_state", turn.task.status.state.value)
+            span.end()
             if not turn.suspended:
                 await self._end(turn)
 
@@ -268,7 +297,10 @@ class TaskRunner:
             case CheckpointReached(state=state):
                 await self._flush(turn)
                 checkpoint = TurnCheckpoint(
-                    loop=state, artifact_id=turn.artifact_id, chunks_sent=turn.chunks_sent
+                    loop=state,
+                    artifact_id=turn.artifact_id,
+                    chunks_sent=turn.chunks_sent,
+                    trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
                 )
                 saved = checkpoint.model_dump_json()
                 await persistently(

@@ -12,6 +12,8 @@ import asyncio
 import json
 from collections.abc import AsyncIterator
 
+from opentelemetry.trace import StatusCode
+
 from agent.control_tools import ASK_USER, FINISH, arguments_of
 from agent.events import (
     AgentEvent,
@@ -23,6 +25,7 @@ from agent.events import (
 from agent.hooks import HookChain, ReplaceArguments, SupplyResult, TurnContext
 from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak
 from agent.tools import Toolbox, ToolResult
+from agent.tracing import start_span
 from stores.models import ChatMessage, ToolCall
 
 
@@ -96,6 +99,16 @@ class ToolRound:
         events: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
 
         async def execute(call: ToolCall) -> ToolResult:
+            span = start_span("tool.execute", turn.trace, **{"tool.name": call.name})
+            try:
+                result = await run_through_hooks(call)
+                if not result.ok:
+                    span.set_status(StatusCode.ERROR, result.content[:200])
+                return result
+            finally:
+                span.end()
+
+        async def run_through_hooks(call: ToolCall) -> ToolResult:
             decision = await self._hooks.before_tool_call(turn, call)
             if isinstance(decision, SupplyResult):
                 result = ToolResult(

@@ -11,7 +11,7 @@ import asyncio
 import contextlib
 import uuid
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 from agent.answers import AnswerRejected
 from agent.runner import NoCheckpoint, TaskRunner
@@ -50,6 +50,8 @@ SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
 class SendRequest:
     message: Message
     return_immediately: bool = False
+    trace_carrier: dict[str, str] = field(default_factory=dict)
+    """The client's W3C trace context (`traceparent`, `tracestate`): the turn joins its trace."""
 
 
 def event_state(event: TaskEvent) -> TaskState | None:
@@ -83,7 +85,7 @@ class RequestHandler:
 
     async def send_message(self, request: SendRequest, *, owner: str) -> Task:
         """Start (or continue) a task; unless asked to return at once, wait for it to settle."""
-        record = await self._begin(request.message, owner=owner)
+        record = await self._begin(request, owner=owner)
         if request.return_immediately:
             return record.task
         async for entry in self._tail(
@@ -97,7 +99,7 @@ class RequestHandler:
         self, request: SendRequest, *, owner: str
     ) -> AsyncIterator[JournalEntry]:
         """Validate and start the task now (errors surface before any event), then stream it."""
-        record = await self._begin(request.message, owner=owner)
+        record = await self._begin(request, owner=owner)
         return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
 
     async def get_task(self, task_id: str, *, owner: str) -> Task:
@@ -167,7 +169,8 @@ class RequestHandler:
             raise TaskNotFoundError(f"Task {task_id!r} not found", taskId=task_id)
         return record
 
-    async def _begin(self, message: Message, *, owner: str) -> TaskRecord:
+    async def _begin(self, request: SendRequest, *, owner: str) -> TaskRecord:
+        message = request.message
         if message.role != Role.USER:
             raise InvalidParamsError("message.role must be ROLE_USER")
         for part in message.parts:
@@ -200,7 +203,9 @@ class RequestHandler:
         )
         try:
             record = await self._tasks.create(task, owner=owner)
-            await self._runner.start(record.task, message, owner=owner)
+            await self._runner.start(
+                record.task, message, owner=owner, trace_carrier=request.trace_carrier
+            )
         except BaseException:
             await self._messages.release(context_id, task_id, owner=owner)
             raise

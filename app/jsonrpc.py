@@ -25,7 +25,7 @@ from app.errors import (
     StoreUnavailableError,
     VersionNotSupportedError,
 )
-from app.operations import JsonObject, Operations
+from app.operations import JsonObject, Operations, trace_headers
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
 from stores.base import ANONYMOUS, StoreUnavailable
@@ -148,10 +148,12 @@ class JsonRpcBinding:
     def _result(request_id: JsonId, result: JsonObject) -> Response:
         return _response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
-    async def _send_message(self, params: JsonObject, request_id: JsonId, _: Request) -> Response:
-        return self._result(
-            request_id, await self._operations.send_message(params, owner=ANONYMOUS)
-        )
+    async def _send_message(
+        self, params: JsonObject, request_id: JsonId, request: Request
+    ) -> Response:
+        trace = trace_headers(request.headers)
+        result = await self._operations.send_message(params, owner=ANONYMOUS, trace=trace)
+        return self._result(request_id, result)
 
     async def _get_task(self, params: JsonObject, request_id: JsonId, _: Request) -> Response:
         return self._result(request_id, await self._operations.get_task(params, owner=ANONYMOUS))
@@ -163,9 +165,10 @@ class JsonRpcBinding:
         return self._result(request_id, await self._operations.cancel_task(params, owner=ANONYMOUS))
 
     async def _send_streaming_message(
-        self, params: JsonObject, request_id: JsonId, _: Request
+        self, params: JsonObject, request_id: JsonId, request: Request
     ) -> Response:
-        entries = await self._operations.stream_message(params, owner=ANONYMOUS)
+        trace = trace_headers(request.headers)
+        entries = await self._operations.stream_message(params, owner=ANONYMOUS, trace=trace)
         return self._stream(request_id, entries)
 
     async def _subscribe_to_task(

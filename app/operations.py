@@ -6,7 +6,7 @@ from the body, the path and the query string.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Mapping
 from typing import Any, TypeVar
 
 from pydantic import BaseModel, ValidationError
@@ -42,6 +42,11 @@ def parse(model: type[ParamsT], params: JsonObject) -> ParamsT:
         raise InvalidParamsError(f"Invalid parameters: {problems}") from exc
 
 
+def trace_headers(headers: Mapping[str, str]) -> dict[str, str]:
+    """The client's W3C trace context headers, if it sent any."""
+    return {name: headers[name] for name in ("traceparent", "tracestate") if name in headers}
+
+
 def parse_last_event_id(value: str | None) -> int | None:
     """The standard SSE `Last-Event-ID` header: the journal position a client saw last."""
     if not value:
@@ -55,13 +60,14 @@ def parse_last_event_id(value: str | None) -> int | None:
     return position
 
 
-def _send_request(params: SendMessageParams) -> SendRequest:
+def _send_request(params: SendMessageParams, trace_carrier: dict[str, str]) -> SendRequest:
     configuration = params.configuration
     if configuration is not None and configuration.task_push_notification_config is not None:
         raise PushNotificationNotSupportedError("This agent does not send push notifications")
     return SendRequest(
         message=params.message,
         return_immediately=bool(configuration and configuration.return_immediately),
+        trace_carrier=trace_carrier,
     )
 
 
@@ -81,17 +87,19 @@ class Operations:
         """The card says `extendedAgentCard: false`: the operation is unsupported (-32004)."""
         raise UnsupportedOperationError("This agent has no extended agent card")
 
-    async def send_message(self, params: JsonObject, *, owner: str) -> JsonObject:
+    async def send_message(
+        self, params: JsonObject, *, owner: str, trace: dict[str, str] | None = None
+    ) -> JsonObject:
         parsed = parse(SendMessageParams, params)
-        task = await self._handler.send_message(_send_request(parsed), owner=owner)
+        task = await self._handler.send_message(_send_request(parsed, trace or {}), owner=owner)
         history_length = parsed.configuration.history_length if parsed.configuration else None
         return {"task": render_task(task, history_length=history_length)}
 
     async def stream_message(
-        self, params: JsonObject, *, owner: str
+        self, params: JsonObject, *, owner: str, trace: dict[str, str] | None = None
     ) -> AsyncIterator[JournalEntry]:
         parsed = parse(SendMessageParams, params)
-        return await self._handler.stream_message(_send_request(parsed), owner=owner)
+        return await self._handler.stream_message(_send_request(parsed, trace or {}), owner=owner)
 
     async def get_task(self, params: JsonObject, *, owner: str) -> JsonObject:
         parsed = parse(TaskIdParams, params)

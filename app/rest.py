@@ -23,7 +23,7 @@ from app.errors import (
     StoreUnavailableError,
 )
 from app.jsonrpc import check_version
-from app.operations import JsonObject, Operations
+from app.operations import JsonObject, Operations, trace_headers
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
 from stores.base import ANONYMOUS, StoreUnavailable
@@ -147,11 +147,15 @@ class RestBinding:
         return _json(await self._operations.extended_card({}, owner=ANONYMOUS), request)
 
     async def _send(self, request: Request) -> Response:
-        result = await self._operations.send_message(await _body(request), owner=ANONYMOUS)
+        result = await self._operations.send_message(
+            await _body(request), owner=ANONYMOUS, trace=trace_headers(request.headers)
+        )
         return _json(result, request)
 
     async def _stream(self, request: Request) -> Response:
-        entries = await self._operations.stream_message(await _body(request), owner=ANONYMOUS)
+        entries = await self._operations.stream_message(
+            await _body(request), owner=ANONYMOUS, trace=trace_headers(request.headers)
+        )
         return self._sse(entries)
 
     async def _list(self, request: Request) -> Response:
