@@ -251,9 +251,11 @@ class Stores:
             lease_ttl_s=lease_ttl_s,
         )
 
-    async def new_task(self, content: str = "hello") -> tuple[Task, Message]:
+    async def new_task(
+        self, content: str = "hello", *, context_id: str | None = None
+    ) -> tuple[Task, Message]:
         """What the request handler does for a new message: claim the context, create the task."""
-        context_id = f"ctx-{uuid.uuid4().hex[:8]}"
+        context_id = context_id or f"ctx-{uuid.uuid4().hex[:8]}"
         task_id = f"task-{uuid.uuid4().hex[:8]}"
         assert await self.messages.claim(context_id, task_id, owner=OWNER) is None
         message = user_message(content, task_id=task_id, context_id=context_id)

@@ -3,38 +3,25 @@
 from __future__ import annotations
 
 import asyncio
-import time
-import uuid
-from dataclasses import dataclass
 
 import pytest
 
-from agent.agent import Agent
 from agent.loop import ANSWER_SEPARATOR, AgentLoop
 from agent.runner import ANSWER_ARTIFACT_NAME, TaskRunner
 from agent.tools import FunctionTool, Toolbox
-from stores.memory import (
-    InMemoryCheckpointStore,
-    InMemoryLeaseStore,
-    InMemoryMessageStore,
-    InMemoryTaskStore,
-)
 from stores.models import (
     ArtifactUpdate,
     JournalEntry,
-    Message,
-    Part,
     Role,
     StatusUpdate,
     Task,
     TaskSnapshot,
     TaskState,
-    TaskStatus,
 )
 
+from .engine_helpers import OWNER, Stores, chunks, status_updates
 from .scripted_llm import ScriptedLLM, blocked, call, crash, fail, text, tools
 
-OWNER = "owner-runner"
 HOLDER = "process-1"
 CANCELED_TEXT = "The task was canceled."
 
@@ -57,85 +44,36 @@ def explode() -> str:
 TOOL_STARTED = asyncio.Event  # type alias for readability below
 
 
-@dataclass
 class Rig:
-    llm: ScriptedLLM
-    tasks: InMemoryTaskStore
-    messages: InMemoryMessageStore
-    checkpoints: InMemoryCheckpointStore
-    leases: InMemoryLeaseStore
-    runner: TaskRunner
+    """A runner over in-memory stores (engine_helpers.Stores), driven like the request handler."""
+
+    def __init__(self, llm: ScriptedLLM, loop: AgentLoop) -> None:
+        self.llm = llm
+        self.stores = Stores()
+        self.tasks, self.checkpoints, self.leases = (
+            self.stores.tasks,
+            self.stores.checkpoints,
+            self.stores.leases,
+        )
+        self.runner = self.make_runner(loop)
 
     def make_runner(self, loop: AgentLoop) -> TaskRunner:
-        return TaskRunner(
-            Agent(loop, self.messages),
-            tasks=self.tasks,
-            messages=self.messages,
-            checkpoints=self.checkpoints,
-            leases=self.leases,
-            holder=HOLDER,
-        )
+        return self.stores.runner(loop, holder=HOLDER)
 
     async def submit(self, content: str = "hello", *, context_id: str | None = None) -> Task:
-        """What the request handler does for a new message: claim the context, create, start."""
-        context_id = context_id or f"ctx-{uuid.uuid4().hex[:8]}"
-        task_id = f"task-{uuid.uuid4().hex[:8]}"
-        assert await self.messages.claim(context_id, task_id, owner=OWNER) is None
-        message = Message(
-            message_id=str(uuid.uuid4()),
-            role=Role.USER,
-            parts=[Part(text=content)],
-            task_id=task_id,
-            context_id=context_id,
-        )
-        task = Task(
-            id=task_id,
-            context_id=context_id,
-            status=TaskStatus(state=TaskState.SUBMITTED),
-            history=[message],
-        )
-        record = await self.tasks.create(task, owner=OWNER)
-        await self.runner.start(record.task, message, owner=OWNER)
-        return record.task
+        task, message = await self.stores.new_task(content, context_id=context_id)
+        await self.runner.start(task, message, owner=OWNER)
+        return task
 
     async def journal(self, task_id: str, *, timeout_s: float = 5.0) -> list[JournalEntry]:
         """Every journal entry, up to and including the one that ends the turn."""
-        entries: list[JournalEntry] = []
-        deadline = time.monotonic() + timeout_s
-        while time.monotonic() < deadline:
-            after = entries[-1].position if entries else 0
-            batch = await self.tasks.read(task_id, owner=OWNER, after=after, timeout_s=0.5)
-            entries.extend(batch)
-            if entries and _ends_turn(entries[-1]):
-                return entries
-        raise AssertionError(f"the turn did not end within {timeout_s} s: {entries}")
+        return await self.stores.journal_until_end(task_id, timeout_s=timeout_s)
 
     async def snapshot(self, task_id: str) -> Task:
-        record = await self.tasks.get(task_id, owner=OWNER)
-        assert record is not None
-        return record.task
+        return await self.stores.snapshot(task_id)
 
     async def claim_is_free(self, context_id: str) -> bool:
-        probe = f"probe-{uuid.uuid4().hex[:6]}"
-        holder = await self.messages.claim(context_id, probe, owner=OWNER)
-        if holder is None:
-            await self.messages.release(context_id, probe, owner=OWNER)
-        return holder is None
-
-
-def _ends_turn(entry: JournalEntry) -> bool:
-    event = entry.event
-    return isinstance(event, StatusUpdate) and (
-        event.status.state.is_terminal or event.status.state.is_interrupted
-    )
-
-
-def status_updates(entries: list[JournalEntry]) -> list[StatusUpdate]:
-    return [e.event for e in entries if isinstance(e.event, StatusUpdate)]
-
-
-def chunks(entries: list[JournalEntry]) -> list[ArtifactUpdate]:
-    return [e.event for e in entries if isinstance(e.event, ArtifactUpdate)]
+        return await self.stores.claim_is_free(context_id)
 
 
 def progress_texts(entries: list[JournalEntry]) -> list[str]:
@@ -149,16 +87,7 @@ def progress_texts(entries: list[JournalEntry]) -> list[str]:
 @pytest.fixture
 async def rig(llm: ScriptedLLM):
     toolbox = Toolbox([FunctionTool(add), FunctionTool(explode)], timeout_s=5)
-    loop = AgentLoop(llm, toolbox, system_prompt="sys", max_iterations=5)
-    rig = Rig(
-        llm=llm,
-        tasks=InMemoryTaskStore(),
-        messages=InMemoryMessageStore(),
-        checkpoints=InMemoryCheckpointStore(),
-        leases=InMemoryLeaseStore(),
-        runner=None,  # type: ignore[arg-type]
-    )
-    rig.runner = rig.make_runner(loop)
+    rig = Rig(llm, AgentLoop(llm, toolbox, system_prompt="sys", max_iterations=5))
     yield rig
     await rig.runner.shutdown()
 
