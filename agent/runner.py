@@ -46,6 +46,7 @@ from stores.base import (
     CheckpointStore,
     LeaseStore,
     MessageStore,
+    StoreUnavailable,
     TaskGone,
     TaskRef,
     TaskStore,
@@ -236,16 +237,21 @@ class TaskRunner:
         await self.leases.release(task.id, owner=owner, holder=self.holder)
 
     async def shutdown(self) -> None:
-        """Stop every running turn (the process is going away).
+        """Stop every running turn (the process is going away) and hand each one over.
 
-        Nothing is recorded and no lease released: each lease expires and another process takes
-        the turn over from its checkpoint.
+        Nothing is recorded in the tasks: each lease is made to expire now, and another process
+        takes the turn over from its checkpoint at its next look for expired leases.
         """
-        jobs = [job for job, _ in self._running.values()]
-        for job in jobs:
+        running = list(self._running.values())
+        for job, _ in running:
             job.cancel()
-        if jobs:
-            await asyncio.wait(jobs)
+        if running:
+            await asyncio.wait([job for job, _ in running])
+        for _, turn in running:
+            try:
+                await self.leases.hand_over(turn.task.id, owner=turn.owner, holder=self.holder)
+            except StoreUnavailable:
+                logger.warning("task_id=<%s> | could not hand the turn over", turn.task.id)
 
     async def _run(self, turn: _Turn, start: ChatMessage | LoopState) -> None:
         task = turn.task

@@ -177,6 +177,11 @@ class LeaseStore(ABC):
         """Give the lease up (the turn ended here, or is handed over)."""
 
     @abstractmethod
+    async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
+        """Let our lease expire now (this process is stopping): another process takes the turn
+        over at its next look for expired leases, instead of after the lease's full TTL."""
+
+    @abstractmethod
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         """Flag the task for cancellation and notify whichever process holds its lease."""
 

@@ -255,6 +255,11 @@ class InMemoryLeaseStore(LeaseStore):
         if lease is not None and lease.holder == holder:
             del self._leases[(owner, task_id)]
 
+    async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
+        lease = self._leases.get((owner, task_id))
+        if lease is not None and lease.holder == holder:
+            lease.expires = time.monotonic()
+
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         lease = self._leases.get((owner, task_id))
         if lease is not None:

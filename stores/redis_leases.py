@@ -89,6 +89,16 @@ return 1
 """
 )
 
+# KEYS: lease. ARGV: holder. Returns the new expiry (now) if the lease was ours, else 0.
+_HAND_OVER = LuaScript(
+    _NOW_MS
+    + """
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'expires', now)
+return now
+"""
+)
+
 # KEYS: lease, cancel flag. ARGV: key ttl ms. Flags only a lease that exists (it dies with it).
 _FLAG_CANCEL = LuaScript(
     """
@@ -144,6 +154,12 @@ class RedisLeaseStore(LeaseStore):
                 await self._redis.zrem(
                     self._keys.running_leases(), self._keys.lease_member(owner, task_id)
                 )
+
+    async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
+        with redis_available():
+            now = int(await _HAND_OVER(self._redis, [self._keys.lease(owner, task_id)], [holder]))
+            if now:
+                await self._index(owner, task_id, now)
 
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         message = json.dumps({"owner": owner, "taskId": task_id})

@@ -192,3 +192,14 @@ async def test_malformed_cancel_messages_are_ignored(
         await leases.request_cancel(TASK, owner=OWNER)
         assert await asyncio.wait_for(received.get(), 2) == TaskRef(OWNER, TASK)
         assert received.empty()
+
+
+async def test_hand_over_makes_the_lease_expire_now(leases: RedisLeaseStore) -> None:
+    assert await leases.acquire(TASK, owner=OWNER, holder="stopping", ttl_s=60)
+    await leases.hand_over(TASK, owner=OWNER, holder="someone else")  # not ours: no effect
+    assert await leases.expired() == []
+    await leases.hand_over(TASK, owner=OWNER, holder="stopping")
+    assert await leases.expired() == [TaskRef(OWNER, TASK)]
+    assert await leases.acquire(TASK, owner=OWNER, holder="successor", ttl_s=60)
+    assert await leases.expired() == []
+    assert await leases.renew(TASK, owner=OWNER, holder="stopping", ttl_s=60) == LeaseStatus.LOST

@@ -1,6 +1,6 @@
 """Checkpoints: a turn whose process died goes on from its last checkpoint in another process.
 
-The crash is simulated by stopping the turn's job without a cancel request (`drop`/`shutdown`):
+The crash is simulated by stopping the turn's job without a cancel request (`drop`):
 nothing is recorded, the lease is left to expire, and a second runner (another "process", with its
 own model) resumes the turn from a checkpoint the first one saved.
 """
@@ -33,8 +33,11 @@ FINAL_TEXT = "The sum is 3."
 
 
 async def crash(runner: TaskRunner, stores: Stores, task_id: str) -> None:
-    """The process dies: its turn stops, nothing is recorded, its lease expires."""
-    await runner.shutdown()
+    """The process dies: its turn stops, nothing is recorded, its lease expires.
+
+    (`drop`, not `shutdown`: a graceful shutdown hands the lease over at once, a crash does not.)
+    """
+    await runner.drop(task_id, owner=OWNER)
     assert not runner.is_running(task_id, owner=OWNER)
     # the dead process's lease is still there until it expires ...
     assert not await stores.leases.acquire(task_id, owner=OWNER, holder="probe", ttl_s=1)

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from agent.supervisor import UNRECOVERABLE, TurnSupervisor
-from stores.base import LeaseStatus
+from stores.base import LeaseStatus, TaskRef
 from stores.models import StatusUpdate, Task, TaskState, TaskStatus
 
 from .engine_helpers import (
@@ -310,3 +310,19 @@ async def test_an_orphan_another_server_took_first_is_left_alone(llm: ScriptedLL
     await supervisor.recover_orphans()
     assert (await stores.snapshot(task.id)).status.state == TaskState.WORKING
     assert not runner.is_running(task.id, owner=OWNER)
+
+
+async def test_shutdown_hands_running_turns_over_at_once() -> None:
+    """A stopping process makes its leases expire now: another takes over without waiting."""
+    stores = Stores()
+    llm = ScriptedLLM(blocked())
+    runner = stores.runner(make_loop(llm), holder="stopping", lease_ttl_s=600)
+    task, message = await stores.new_task("long")
+    await runner.start(task, message, owner=OWNER)
+    await wait_until(lambda: llm.calls >= 1, what="the model call to start")
+    assert await stores.leases.expired() == []
+    await runner.shutdown()
+    assert await stores.leases.expired() == [TaskRef(OWNER, task.id)]
+    snapshot = await stores.snapshot(task.id)
+    assert snapshot.status.state == TaskState.WORKING  # nothing recorded: the successor goes on
+    assert await stores.leases.acquire(task.id, owner=OWNER, holder="successor", ttl_s=60)

@@ -1,0 +1,71 @@
+"""SIGTERM of the replica running a turn: it hands the turn over on its way out (its lease is made
+to expire at once), so another replica takes the turn over at its next sweep (LEASE_TTL_S/3)
+instead of after the whole lease (LEASE_TTL_S), and the task completes."""
+
+from __future__ import annotations
+
+import os
+import signal
+import time
+
+import pytest
+
+from stores.base import ANONYMOUS
+from stores.redis_keys import RedisKeys
+from tests.e2e.harness import RpcClient
+from tests.fakes.fake_llm import text
+
+pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
+
+LEASE_TTL_S = 30
+SERVER_ENV = {"LEASE_TTL_S": str(LEASE_TTL_S)}
+SWEEP_S = LEASE_TTL_S / 3
+
+
+def _holder(redis_client, prefix, task_id) -> str:
+    raw = redis_client.hget(RedisKeys(prefix).lease(ANONYMOUS, task_id), "holder")
+    return raw.decode() if raw is not None else ""
+
+
+def _wait(predicate, timeout, what):
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return time.monotonic()
+
+
+def test_sigterm_hands_the_turn_over_without_waiting_for_the_lease(
+    cluster, fake_llm, marker, redis_client, prefix
+):
+    a, b = cluster.spawn(2)
+    # A's model call streams slowly (it is stopped in the middle); B's answers at once.
+    fake_llm.script(
+        text([f"slow{i} " for i in range(40)], chunk_delay=0.5, when_user_contains=marker),
+        text(["taken ", "over"], when_user_contains=marker),
+    )
+    rpc_a, rpc_b = RpcClient(a.url), RpcClient(b.url)
+    try:
+        task = rpc_a.send(f"a long answer {marker}", configuration={"returnImmediately": True})
+        task_id = task["id"]
+        _wait(lambda: f"-{a.proc.pid}-" in _holder(redis_client, prefix, task_id), 20, "A's lease")
+        _wait(lambda: len(fake_llm.requests_for(marker)) >= 1, 20, "A's model call")
+
+        stopped = time.monotonic()
+        os.killpg(a.proc.pid, signal.SIGTERM)
+        assert a.proc.wait(timeout=20) is not None, "A did not exit on SIGTERM"
+        taken = _wait(
+            lambda: f"-{b.proc.pid}-" in _holder(redis_client, prefix, task_id),
+            SWEEP_S + 10,
+            "B to take the turn over",
+        )
+        # Without the hand-over B could only take it after the whole lease (30 s).
+        assert taken - stopped < LEASE_TTL_S - 5, f"takeover took {taken - stopped:.1f}s"
+
+        done = rpc_b.wait_for_state(task_id, "TASK_STATE_COMPLETED", timeout=30)
+        (artifact,) = done["artifacts"]
+        assert "".join(part["text"] for part in artifact["parts"]) == "taken over"
+        assert len(fake_llm.requests_for(marker)) == 2
+    finally:
+        rpc_a.close()
+        rpc_b.close()
