@@ -335,8 +335,11 @@ class TaskRunner:
         self, turn: _Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
     ) -> None:
         task_id, owner = turn.task.id, turn.owner
+        event_id = uuid.uuid4().hex  # the same for every retry: the store journals it once
         await persistently(
-            lambda: self._tasks.publish(task_id, event, owner=owner, snapshot=snapshot),
+            lambda: self._tasks.publish(
+                task_id, event, owner=owner, snapshot=snapshot, event_id=event_id
+            ),
             what="event publish",
         )
 

@@ -82,6 +82,7 @@ class TaskStore(ABC):
         owner: str,
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
+        event_id: str | None = None,
     ) -> int:
         """Append an event to the journal and return its position.
 
@@ -90,6 +91,9 @@ class TaskStore(ABC):
         With `if_state` (and a snapshot) it is a compare-and-set: StateConflict, and nothing
         written, unless the stored task is in that state. Raises TaskGone if the task does not
         exist.
+
+        An `event_id` makes a retry safe: publishing again with the id of the task's last event
+        (its reply was lost, say) appends nothing and returns the position it got the first time.
         """
 
     @abstractmethod

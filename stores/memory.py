@@ -50,6 +50,8 @@ class _StoredTask:
     journal: deque[JournalEntry]
     touched: float
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    last_event_id: str = ""  # so a retried publish is not journaled twice
+    last_event_position: int = 0
 
 
 class _Expiring:
@@ -133,13 +135,18 @@ class InMemoryTaskStore(TaskStore, _Expiring):
         owner: str,
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
+        event_id: str | None = None,
     ) -> int:
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+        if event_id and stored.last_event_id == event_id:
+            return stored.last_event_position
         if if_state is not None and stored.task.status.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         stored.position += 1
+        if event_id:
+            stored.last_event_id, stored.last_event_position = event_id, stored.position
         entry = JournalEntry(position=stored.position, event=event.model_copy(deep=True))
         stored.journal.append(entry)
         stored.touched = time.monotonic()

@@ -70,20 +70,26 @@ return 1
 """
 )
 
-# KEYS: task hash, journal. ARGV: event, ttl ms, journal max [, snapshot, state, ms, us,
+# KEYS: task hash, journal. ARGV: event, ttl ms, journal max, event id [, snapshot, state, ms, us,
 # expected state]. Returns the event's position, 0 if there is no such task, or -1 if the task's
-# state is not the expected one (a compare-and-set: nothing is written then).
+# state is not the expected one (a compare-and-set: nothing is written then). A repeat of the
+# last event id (a retry after a lost reply) appends nothing and returns the first position.
 _PUBLISH = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if #ARGV > 7 and ARGV[8] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[8] then
+if ARGV[4] ~= '' then
+  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
+  if last[1] == ARGV[4] then return tonumber(last[2]) end
+end
+if #ARGV > 8 and ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[9] then
   return -1
 end
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', 1)
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
-if #ARGV > 3 then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[4],
-             'state', ARGV[5], 'ms', ARGV[6], 'us', ARGV[7])
+if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[4], 'eidpos', pos) end
+if #ARGV > 4 then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[5],
+             'state', ARGV[6], 'ms', ARGV[7], 'us', ARGV[8])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
@@ -200,9 +206,15 @@ class RedisTaskStore(TaskStore):
         owner: str,
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
+        event_id: str | None = None,
     ) -> int:
         keys = [self._keys.task(owner, task_id), self._keys.journal(owner, task_id)]
-        args: builtins.list[Any] = [dump_event(event), self._ttl_ms, self._journal_max]
+        args: builtins.list[Any] = [
+            dump_event(event),
+            self._ttl_ms,
+            self._journal_max,
+            event_id or "",
+        ]
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: exactly one EVALSHA round trip.

@@ -763,3 +763,22 @@ async def test_checkpoint_save_load_delete(
     await checkpoint_store.delete("t1", owner=owner)
     assert await checkpoint_store.load("t1", owner=owner) is None
     await checkpoint_store.delete("t1", owner=owner)  # idempotent
+
+
+async def test_a_retried_publish_is_journaled_once(task_store: TaskStore) -> None:
+    """A publish retried with the same event id (its reply was lost) appends nothing more."""
+    owner = f"owner-{uuid.uuid4().hex[:6]}"
+    task = Task(
+        id=f"t-{uuid.uuid4().hex[:6]}", context_id="c", status=TaskStatus(state=TaskState.SUBMITTED)
+    )
+    await task_store.create(task, owner=owner)
+    working = StatusUpdate(
+        task_id=task.id, context_id="c", status=TaskStatus(state=TaskState.WORKING)
+    )
+    first = await task_store.publish(task.id, working, owner=owner, event_id="e-1")
+    again = await task_store.publish(task.id, working, owner=owner, event_id="e-1")
+    assert again == first
+    later = await task_store.publish(task.id, working, owner=owner, event_id="e-2")
+    assert later == first + 1
+    entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [1, first, later]
