@@ -1,0 +1,36 @@
+"""The command line: bad configuration is a clear message and exit status 2, never a traceback."""
+
+from __future__ import annotations
+
+import os
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+
+
+@pytest.mark.parametrize(
+    ("env", "says"),
+    [
+        ({"REDIS_URL": "http://127.0.0.1:6379"}, "REDIS_URL must start with redis://"),
+        ({"AGENT_MAX_ITERATIONS": "0"}, "agent_max_iterations"),
+        ({"AGENT_TOOLS": "no_such_module:tool"}, "cannot load tool 'no_such_module:tool'"),
+        ({"AGENT_HOOKS": "agent.hooks:ApprovalRequired"}, "cannot create hook"),
+        ({"AGENT_TOOL_FAILURE_MODE": "explode"}, "agent_tool_failure_mode"),
+    ],
+)
+def test_bad_configuration_exits_2_with_a_message(env: dict[str, str], says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert says in result.stderr
+    assert "Traceback" not in result.stderr
