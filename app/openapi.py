@@ -11,6 +11,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from app.card import package_version
+from app.rest import LIST_QUERY
 from app.wire_v1 import ListTasksParams, SendMessageParams, TaskIdParams
 from stores.models import ArtifactUpdate, StatusUpdate, Task
 
@@ -106,15 +107,7 @@ def build_openapi() -> dict[str, Any]:
                 "summary": "List tasks, newest status first",
                 "parameters": [
                     {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
-                    for name in (
-                        "contextId",
-                        "status",
-                        "pageSize",
-                        "pageToken",
-                        "historyLength",
-                        "statusTimestampAfter",
-                        "includeArtifacts",
-                    )
+                    for name in LIST_QUERY
                 ],
                 "responses": {**_ok({"type": "object"}), **errors},
             }

@@ -31,7 +31,7 @@ from stores.base import ANONYMOUS, StoreUnavailable
 logger = logging.getLogger(__name__)
 
 _JSON_TYPES = ("application/json", "application/a2a+json", "")
-_LIST_QUERY = (
+LIST_QUERY = (
     "contextId",
     "status",
     "pageSize",
@@ -159,7 +159,7 @@ class RestBinding:
         return self._sse(entries)
 
     async def _list(self, request: Request) -> Response:
-        params = _query(request, _LIST_QUERY)  # the params model parses "true"/"false" itself
+        params = _query(request, LIST_QUERY)  # the params model parses "true"/"false" itself
         return _json(await self._operations.list_tasks(params, owner=ANONYMOUS), request)
 
     async def _task_get(self, request: Request) -> Response:
