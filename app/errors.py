@@ -3,7 +3,12 @@ JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the RES
 
 from __future__ import annotations
 
+import logging
 from typing import Any, ClassVar
+
+from stores.base import StoreUnavailable
+
+logger = logging.getLogger(__name__)
 
 ERROR_DOMAIN = "a2a-protocol.org"
 
@@ -122,3 +127,15 @@ class VersionNotSupportedError(A2AError):
     default_message = "A2A version not supported"
     http_status = 400
     status = "FAILED_PRECONDITION"
+
+
+def as_a2a_error(exc: Exception, *, where: str) -> A2AError:
+    """What a client is told about any failure: A2A errors as they are, an unreachable store as
+    such, anything else as an internal error (logged here, never shown)."""
+    if isinstance(exc, A2AError):
+        return exc
+    if isinstance(exc, StoreUnavailable):
+        logger.warning("%s | the store is unavailable: %s", where, exc)
+        return StoreUnavailableError()
+    logger.error("%s | unexpected error", where, exc_info=exc)
+    return InternalError()

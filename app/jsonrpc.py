@@ -7,7 +7,6 @@ JSON-RPC errors, never a 500 with a stack trace.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,20 +16,17 @@ from starlette.responses import Response
 from app.errors import (
     A2AError,
     ContentTypeNotSupportedError,
-    InternalError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
-    StoreUnavailableError,
     VersionNotSupportedError,
+    as_a2a_error,
 )
 from app.operations import JsonObject, Operations, trace_headers
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
-from stores.base import ANONYMOUS, StoreUnavailable
-
-logger = logging.getLogger(__name__)
+from stores.base import ANONYMOUS
 
 JsonId = str | int | None
 Method = Callable[[JsonObject, JsonId, Request], Awaitable[Response]]
@@ -93,14 +89,9 @@ class JsonRpcBinding:
             method, params = self._envelope(payload)
             check_version(request)
             return await method(params, request_id, request)
-        except A2AError as error:
+        except Exception as exc:
+            error = as_a2a_error(exc, where="JSON-RPC request")
             return _response(error_payload(request_id, error))
-        except StoreUnavailable:
-            logger.warning("the task store is unavailable")
-            return _response(error_payload(request_id, StoreUnavailableError()))
-        except Exception:
-            logger.exception("unexpected error in a JSON-RPC request")
-            return _response(error_payload(request_id, InternalError()))
 
     @staticmethod
     def _parse_body(content_type: str, body: bytes) -> JsonObject:

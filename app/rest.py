@@ -7,7 +7,6 @@ status of each error; a request body that is not JSON gets 415.
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
@@ -17,18 +16,15 @@ from starlette.routing import Route
 
 from app.errors import (
     A2AError,
-    InternalError,
     InvalidParamsError,
     MethodNotFoundError,
-    StoreUnavailableError,
+    as_a2a_error,
 )
 from app.jsonrpc import check_version
 from app.operations import JsonObject, Operations, trace_headers
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
-from stores.base import ANONYMOUS, StoreUnavailable
-
-logger = logging.getLogger(__name__)
+from stores.base import ANONYMOUS
 
 _JSON_TYPES = ("application/json", "application/a2a+json", "")
 LIST_QUERY = (
@@ -83,15 +79,9 @@ def _guarded(
         try:
             check_version(request)
             return await endpoint(request)
-        except A2AError as error:
+        except Exception as exc:
+            error = as_a2a_error(exc, where=f"REST {request.method} {request.url.path}")
             return _json(error_body(error), request, error.http_status)
-        except StoreUnavailable:
-            unavailable = StoreUnavailableError()
-            return _json(error_body(unavailable), request, unavailable.http_status)
-        except Exception:
-            logger.exception("unexpected error in a REST request")
-            internal = InternalError()
-            return _json(error_body(internal), request, internal.http_status)
 
     return guarded
 

@@ -3,17 +3,13 @@
 from __future__ import annotations
 
 import json
-import logging
 from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 from sse_starlette import EventSourceResponse
 
-from app.errors import A2AError, InternalError, StoreUnavailableError
-from stores.base import StoreUnavailable
+from app.errors import A2AError, as_a2a_error
 from stores.models import JournalEntry
-
-logger = logging.getLogger(__name__)
 
 PING_S = 15
 
@@ -34,12 +30,7 @@ def event_stream(
         try:
             async for entry in entries:
                 yield {"id": str(entry.position), "data": dumps(render(entry))}
-        except A2AError as error:
-            yield render_error(error)
-        except StoreUnavailable:
-            yield render_error(StoreUnavailableError())
-        except Exception:
-            logger.exception("stream failed")
-            yield render_error(InternalError())
+        except Exception as exc:
+            yield render_error(as_a2a_error(exc, where="SSE stream"))
 
     return EventSourceResponse(events(), ping=PING_S)
