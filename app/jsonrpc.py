@@ -68,15 +68,15 @@ class JsonRpcBinding:
         self._methods: dict[str, Method] = {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
-            "GetTask": self._get_task,
-            "ListTasks": self._list_tasks,
-            "CancelTask": self._cancel_task,
+            "GetTask": self._unary(operations.get_task),
+            "ListTasks": self._unary(operations.list_tasks),
+            "CancelTask": self._unary(operations.cancel_task),
             "SubscribeToTask": self._subscribe_to_task,
-            "CreateTaskPushNotificationConfig": self._unsupported(operations.push_config),
-            "GetTaskPushNotificationConfig": self._unsupported(operations.push_config),
-            "ListTaskPushNotificationConfigs": self._unsupported(operations.push_config),
-            "DeleteTaskPushNotificationConfig": self._unsupported(operations.push_config),
-            "GetExtendedAgentCard": self._unsupported(operations.extended_card),
+            "CreateTaskPushNotificationConfig": self._unary(operations.push_config),
+            "GetTaskPushNotificationConfig": self._unary(operations.push_config),
+            "ListTaskPushNotificationConfigs": self._unary(operations.push_config),
+            "DeleteTaskPushNotificationConfig": self._unary(operations.push_config),
+            "GetExtendedAgentCard": self._unary(operations.extended_card),
         }
 
     async def __call__(self, request: Request) -> Response:
@@ -129,7 +129,9 @@ class JsonRpcBinding:
             raise InvalidParamsError('"params" must be an object')
         return method, params
 
-    def _unsupported(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+    def _unary(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+        """A method with one JSON result: params in, the operation's result out."""
+
         async def method(params: JsonObject, request_id: JsonId, _: Request) -> Response:
             return self._result(request_id, await operation(params, owner=ANONYMOUS))
 
@@ -145,15 +147,6 @@ class JsonRpcBinding:
         trace = trace_headers(request.headers)
         result = await self._operations.send_message(params, owner=ANONYMOUS, trace=trace)
         return self._result(request_id, result)
-
-    async def _get_task(self, params: JsonObject, request_id: JsonId, _: Request) -> Response:
-        return self._result(request_id, await self._operations.get_task(params, owner=ANONYMOUS))
-
-    async def _list_tasks(self, params: JsonObject, request_id: JsonId, _: Request) -> Response:
-        return self._result(request_id, await self._operations.list_tasks(params, owner=ANONYMOUS))
-
-    async def _cancel_task(self, params: JsonObject, request_id: JsonId, _: Request) -> Response:
-        return self._result(request_id, await self._operations.cancel_task(params, owner=ANONYMOUS))
 
     async def _send_streaming_message(
         self, params: JsonObject, request_id: JsonId, request: Request

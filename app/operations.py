@@ -60,10 +60,13 @@ def parse_last_event_id(value: str | None) -> int | None:
     return position
 
 
+_NO_PUSH = "This agent does not send push notifications"
+
+
 def _send_request(params: SendMessageParams, trace_carrier: dict[str, str]) -> SendRequest:
     configuration = params.configuration
     if configuration is not None and configuration.task_push_notification_config is not None:
-        raise PushNotificationNotSupportedError("This agent does not send push notifications")
+        raise PushNotificationNotSupportedError(_NO_PUSH)
     return SendRequest(
         message=params.message,
         return_immediately=bool(configuration and configuration.return_immediately),
@@ -81,7 +84,7 @@ class Operations:
         The card says `pushNotifications: false`, so each of them fails with -32003 before
         anything else is looked at (even the task), as the spec requires.
         """
-        raise PushNotificationNotSupportedError("This agent does not send push notifications")
+        raise PushNotificationNotSupportedError(_NO_PUSH)
 
     async def extended_card(self, params: JsonObject, *, owner: str) -> JsonObject:
         """The card says `extendedAgentCard: false`: the operation is unsupported (-32004)."""
