@@ -88,10 +88,7 @@ class RequestHandler:
         record = await self._begin(request, owner=owner)
         if request.return_immediately:
             return record.task
-        async for entry in self._tail(
-            record.task.id, owner=owner, after=record.position, at_interrupt=True
-        ):
-            del entry  # only the end of the stream matters here
+        await self._until_settled(record.task.id, owner=owner, after=record.position)
         settled = await self._tasks.get(record.task.id, owner=owner)
         return settled.task if settled is not None else record.task
 
@@ -144,10 +141,7 @@ class RequestHandler:
         await leases.request_cancel(task.id, owner=owner)
         with contextlib.suppress(TimeoutError):
             async with asyncio.timeout(2 * self._runner.lease_ttl_s):
-                async for entry in self._tail(
-                    task.id, owner=owner, after=record.position, at_interrupt=True
-                ):
-                    del entry
+                await self._until_settled(task.id, owner=owner, after=record.position)
 
     async def subscribe(
         self, task_id: str, *, owner: str, last_event_id: int | None = None
@@ -276,6 +270,11 @@ class RequestHandler:
         if state.is_terminal:
             await self._runner.forget(task, owner=owner)
         return position
+
+    async def _until_settled(self, task_id: str, *, owner: str, after: int) -> None:
+        """Wait until the task ends or waits for input (read from the journal, not polled)."""
+        async for _ in self._tail(task_id, owner=owner, after=after, at_interrupt=True):
+            pass
 
     async def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
