@@ -13,6 +13,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from typing import Any, Protocol, TypeVar
 
 from stores.base import (
     CheckpointStore,
@@ -54,30 +55,37 @@ class _StoredTask:
     last_event_position: int = 0
 
 
-class _Expiring:
+class _Touched(Protocol):
+    touched: float
+
+
+TouchedT = TypeVar("TouchedT", bound=_Touched)
+
+
+class _IdleSweeper:
     """Drops entries idle for longer than the TTL; sweeps at most once a minute."""
 
     def __init__(self, ttl_s: float) -> None:
         self._ttl_s = ttl_s
         self._next_sweep = 0.0
 
-    def _sweep(self, entries: dict, touched_of) -> None:  # type: ignore[type-arg,no-untyped-def]
+    def sweep(self, entries: dict[Any, TouchedT]) -> None:
         now = time.monotonic()
         if now < self._next_sweep:
             return
         self._next_sweep = now + 60
-        for key in [key for key, value in entries.items() if now - touched_of(value) > self._ttl_s]:
+        for key in [key for key, value in entries.items() if now - value.touched > self._ttl_s]:
             del entries[key]
 
 
-class InMemoryTaskStore(TaskStore, _Expiring):
+class InMemoryTaskStore(TaskStore):
     def __init__(self, *, ttl_s: float = 7 * 24 * 3600, journal_max: int = 10_000) -> None:
-        _Expiring.__init__(self, ttl_s)
+        self._sweeper = _IdleSweeper(ttl_s)
         self._journal_max = journal_max
         self._tasks: dict[tuple[str, str], _StoredTask] = {}
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
-        self._sweep(self._tasks, lambda stored: stored.touched)
+        self._sweeper.sweep(self._tasks)
         stored = _StoredTask(
             task=task.model_copy(deep=True),
             position=1,
@@ -178,9 +186,9 @@ class _Conversation:
     touched: float = 0.0
 
 
-class InMemoryMessageStore(MessageStore, _Expiring):
+class InMemoryMessageStore(MessageStore):
     def __init__(self, *, ttl_s: float = 7 * 24 * 3600) -> None:
-        _Expiring.__init__(self, ttl_s)
+        self._sweeper = _IdleSweeper(ttl_s)
         self._conversations: dict[tuple[str, str], _Conversation] = {}
         self._claims: dict[tuple[str, str], str] = {}
 
@@ -193,7 +201,7 @@ class InMemoryMessageStore(MessageStore, _Expiring):
     async def append(
         self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
     ) -> bool:
-        self._sweep(self._conversations, lambda conversation: conversation.touched)
+        self._sweeper.sweep(self._conversations)
         conversation = self._conversations.get((owner, context_id))
         if conversation is None:
             conversation = self._conversations[(owner, context_id)] = _Conversation()

@@ -1,0 +1,54 @@
+"""The in-memory stores forget tasks and conversations idle for longer than the TTL."""
+
+from __future__ import annotations
+
+import pytest
+
+from stores import memory
+from stores.memory import InMemoryMessageStore, InMemoryTaskStore
+from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 1000.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(memory.time, "monotonic", fake)
+    return fake
+
+
+def task(task_id: str) -> Task:
+    return Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.COMPLETED))
+
+
+async def test_idle_tasks_expire_and_active_ones_stay(clock: Clock) -> None:
+    store = InMemoryTaskStore(ttl_s=3600)
+    await store.create(task("old"), owner="o")
+    await store.create(task("busy"), owner="o")
+    clock.now += 3000
+    status = task("busy").status
+    await store.publish(
+        "busy", StatusUpdate(task_id="busy", context_id="c", status=status), owner="o"
+    )
+    clock.now += 3000  # "old" idle 6000 s > TTL; "busy" idle 3000 s
+    await store.create(task("new"), owner="o")  # a write sweeps (at most once a minute)
+    assert await store.get("old", owner="o") is None
+    assert await store.get("busy", owner="o") is not None
+    assert await store.get("new", owner="o") is not None
+
+
+async def test_idle_conversations_expire(clock: Clock) -> None:
+    store = InMemoryMessageStore(ttl_s=60)
+    hello = [ChatMessage(role="user", content="hi")]
+    await store.append("ctx-old", hello, owner="o", unit_id="u1")
+    clock.now += 120
+    await store.append("ctx-new", hello, owner="o", unit_id="u2")
+    assert await store.window("ctx-old", owner="o", limit=10) == []
+    assert len(await store.window("ctx-new", owner="o", limit=10)) == 1
