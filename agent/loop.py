@@ -64,6 +64,18 @@ def to_llm_message(message: ChatMessage) -> dict[str, Any]:
     return payload
 
 
+def _add_answer_text(state: LoopState, text: str, *, new_paragraph: bool) -> list[TextDelta]:
+    """Add text to the turn's answer; text from another model call starts a new paragraph."""
+    if not text:
+        return []
+    deltas = []
+    if new_paragraph and state.answer:
+        deltas.append(TextDelta(text=ANSWER_SEPARATOR))
+    deltas.append(TextDelta(text=text))
+    state.answer.extend(delta.text for delta in deltas)
+    return deltas
+
+
 class _TurnEnded(Exception):
     def __init__(self, event: TurnFailed) -> None:
         self.event = event
@@ -158,13 +170,8 @@ class AgentLoop:
                     return
                 yield ToolRound.commit(state)
                 if state.finish_result is not None:
-                    text = state.finish_result
-                    if text:
-                        if state.answer:
-                            state.answer.append(ANSWER_SEPARATOR)
-                            yield TextDelta(text=ANSWER_SEPARATOR)
-                        state.answer.append(text)
-                        yield TextDelta(text=text)
+                    for delta in _add_answer_text(state, state.finish_result, new_paragraph=True):
+                        yield delta
                     yield await self._completed(turn, state)
                     return
             if state.iterations >= self._max_iterations:
@@ -180,11 +187,11 @@ class AgentLoop:
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
             response: LLMResponse | None = None
-            async for event in self._call_model(state, turn):
-                if isinstance(event, LLMResponse):
-                    response = event
+            async for item in self._call_model(state, turn):
+                if isinstance(item, LLMResponse):
+                    response = item
                 else:
-                    yield event
+                    yield item
             assert response is not None
             yield LLMCallFinished(
                 iteration=state.iterations,
@@ -201,7 +208,9 @@ class AgentLoop:
             state.pending_calls = response.tool_calls
             yield CheckpointReached(state=state.model_copy(deep=True))
 
-    async def _call_model(self, state: LoopState, turn: TurnContext) -> AsyncIterator[Any]:
+    async def _call_model(
+        self, state: LoopState, turn: TurnContext
+    ) -> AsyncIterator[TextDelta | LLMResponse]:
         messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
@@ -213,20 +222,15 @@ class AgentLoop:
         request = await self._hooks.before_llm_call(
             turn, LLMRequest(messages=messages, tools=self._tool_schemas)
         )
-        separate = bool(state.answer)  # this call's text starts a new paragraph of the answer
+        first_text = True  # this call's text starts a new paragraph of the answer
         response: LLMResponse | None = None
         span = start_span("llm.call", turn.trace, iteration=state.iterations)
         try:
             async for item in self._llm.stream(request):
                 if isinstance(item, LLMText):
-                    if not item.text:
-                        continue
-                    if separate:
-                        separate = False
-                        state.answer.append(ANSWER_SEPARATOR)
-                        yield TextDelta(text=ANSWER_SEPARATOR)
-                    state.answer.append(item.text)
-                    yield TextDelta(text=item.text)
+                    for delta in _add_answer_text(state, item.text, new_paragraph=first_text):
+                        first_text = False
+                        yield delta
                 else:
                     response = item
         except LLMError as exc:
