@@ -230,6 +230,29 @@ class TaskRunner:
             await self._end(turn)
         return True
 
+    async def record_state(
+        self,
+        task: Task,
+        state: TaskState,
+        *,
+        owner: str,
+        text: str | None = None,
+        if_state: TaskState | None = None,
+    ) -> int:
+        """Record a state change made outside a running turn (a cancel, an answer, a takeover);
+        a terminal state also drops what the turn held. `if_state` makes it a compare-and-set
+        (StateConflict if the task has moved on). Returns the event's journal position."""
+        task.status = TaskStatus(
+            state=state, message=text_message(task, text) if text is not None else None
+        )
+        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+        position = await self._tasks.publish(
+            task.id, update, owner=owner, snapshot=task, if_state=if_state
+        )
+        if state.is_terminal:
+            await self.forget(task, owner=owner)
+        return position
+
     async def forget(self, task: Task, *, owner: str) -> None:
         """Drop what a turn that will never go on holds (its claim, checkpoint and lease)."""
         await self._checkpoints.delete(task.id, owner=owner)

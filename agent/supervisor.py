@@ -15,10 +15,9 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
-from agent.messages import text_message
-from agent.runner import NoCheckpoint, TaskRunner, TurnCheckpoint
+from agent.runner import TaskRunner, TurnCheckpoint
 from stores.base import CheckpointStore, LeaseStatus, StoreUnavailable, TaskRef, TaskStore
-from stores.models import StatusUpdate, TaskState, TaskStatus
+from stores.models import TaskState
 
 logger = logging.getLogger(__name__)
 
@@ -112,19 +111,19 @@ class TurnSupervisor:
             await self._leases.release(ref.task_id, owner=ref.owner, holder=runner.holder)
             return
         task = record.task
-        try:
-            saved = await self._checkpoints.load(task.id, owner=ref.owner)
-            if saved is None:
-                raise NoCheckpoint(task.id)
-            checkpoint = TurnCheckpoint.model_validate_json(saved)
-        except (NoCheckpoint, ValueError):
+        checkpoint = _readable(await self._checkpoints.load(task.id, owner=ref.owner))
+        if checkpoint is None:
             logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
-            task.status = TaskStatus(
-                state=TaskState.FAILED, message=text_message(task, UNRECOVERABLE)
-            )
-            update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-            await self._tasks.publish(task.id, update, owner=ref.owner, snapshot=task)
-            await runner.forget(task, owner=ref.owner)
+            await runner.record_state(task, TaskState.FAILED, owner=ref.owner, text=UNRECOVERABLE)
             return
         logger.info("task_id=<%s> | taking over an orphaned turn from its checkpoint", task.id)
         await runner.resume(task, checkpoint, owner=ref.owner, recovered=True)
+
+
+def _readable(saved: str | None) -> TurnCheckpoint | None:
+    if saved is None:
+        return None
+    try:
+        return TurnCheckpoint.model_validate_json(saved)
+    except ValueError:
+        return None

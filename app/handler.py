@@ -256,20 +256,13 @@ class RequestHandler:
         self, task: Task, state: TaskState, *, owner: str, if_state: TaskState | None = None
     ) -> int:
         """Record a state change made here rather than by a running turn."""
-        task.status = TaskStatus(state=state)
-        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
         try:
-            position = await self._tasks.publish(
-                task.id, update, owner=owner, snapshot=task, if_state=if_state
-            )
+            return await self._runner.record_state(task, state, owner=owner, if_state=if_state)
         except StateConflict as exc:
             raise UnsupportedOperationError(
                 f"Task {task.id!r} has already moved on (another message was taken first)",
                 taskId=task.id,
             ) from exc
-        if state.is_terminal:
-            await self._runner.forget(task, owner=owner)
-        return position
 
     async def _until_settled(self, task_id: str, *, owner: str, after: int) -> None:
         """Wait until the task ends or waits for input (read from the journal, not polled)."""
