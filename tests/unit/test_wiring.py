@@ -1,0 +1,73 @@
+"""From the environment to behaviour: settings names, the app's wiring, the card, the CLI."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+import pytest
+
+from app import cli
+from app.main import create_app
+from app.settings import Settings
+
+from .scripted_llm import ScriptedLLM, text
+
+
+def send(text_: str) -> dict[str, Any]:
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": text_}]}},
+    }
+
+
+async def test_environment_reaches_the_agent_and_the_card(
+    monkeypatch: pytest.MonkeyPatch, llm: ScriptedLLM
+) -> None:
+    for name, value in {
+        "A2A_PUBLIC_URL": "https://agents.example.com/helper/",
+        "AGENT_NAME": "Helper",
+        "AGENT_DESCRIPTION": "Helps.",
+        "AGENT_SYSTEM_PROMPT": "Be brief.",
+        "AGENT_ASK_USER_TOOL": "false",
+        "AGENT_FINISH_TOOL": "false",
+        "LLM_MODEL": "openai/not-called",  # a real model is named; the scripted one answers
+    }.items():
+        monkeypatch.setenv(name, value)
+    llm.script(text("hi there"))
+    app = create_app(Settings(), llm=llm)
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+        card_response = await client.get("/.well-known/agent-card.json")
+        card = card_response.json()
+        assert card["name"] == "Helper" and card["description"] == "Helps."
+        assert [i["url"] for i in card["supportedInterfaces"]] == [
+            "https://agents.example.com/helper",
+            "https://agents.example.com/helper",
+        ]
+        etag = card_response.headers["etag"]
+        assert "max-age" in card_response.headers["cache-control"]
+        assert card_response.headers["last-modified"]
+        cached = await client.get("/.well-known/agent-card.json", headers={"if-none-match": etag})
+        assert cached.status_code == 304
+
+        reply = (await client.post("/", json=send("hello"))).json()
+    assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    (request,) = llm.requests
+    assert request.messages[0] == {"role": "system", "content": "Be brief."}
+    offered = {tool["function"]["name"] for tool in request.tools}
+    assert not offered & {"ask_user", "finish"}, offered
+
+
+def test_command_line_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
+    served: list[tuple[str, int]] = []
+    monkeypatch.setattr(
+        cli.uvicorn, "run", lambda app, *, host, port, **_: served.append((host, port))
+    )
+    monkeypatch.setenv("A2A_HOST", "127.0.0.2")
+    monkeypatch.setenv("A2A_PORT", "9001")
+    assert cli.main([]) == 0
+    assert cli.main(["--host", "127.0.0.3", "--port", "9002"]) == 0
+    assert served == [("127.0.0.2", 9001), ("127.0.0.3", 9002)]
