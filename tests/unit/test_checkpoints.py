@@ -8,12 +8,13 @@ own model) resumes the turn from a checkpoint the first one saved.
 from __future__ import annotations
 
 import asyncio
+from typing import Any
 
 import pytest
 
 from agent.loop import ANSWER_SEPARATOR
 from agent.runner import LeaseTaken, TaskRunner, TurnCheckpoint
-from stores.models import ChatMessage, TaskState, ToolCall
+from stores.models import ChatMessage, JournalEntry, TaskState, ToolCall
 
 from .engine_helpers import (
     OWNER,
@@ -43,6 +44,26 @@ async def crash(runner: TaskRunner, stores: Stores, task_id: str) -> None:
     assert not await stores.leases.acquire(task_id, owner=OWNER, holder="probe", ttl_s=1)
     # ... which we make happen now
     assert await stores.leases.acquire(task_id, owner=OWNER, holder=runner.holder, ttl_s=0)
+
+
+async def recover_elsewhere(
+    stores: Stores,
+    task_id: str,
+    checkpoint: TurnCheckpoint,
+    llm: ScriptedLLM,
+    functions: list[Any] | None = None,
+    *,
+    holder: str,
+) -> list[JournalEntry]:
+    """Another process takes the crashed turn over from `checkpoint` and runs it to its end;
+    returns the journal entries it added."""
+    runner = stores.runner(make_loop(llm, functions or []), holder=holder)
+    after = await stores.position(task_id)
+    try:
+        await runner.resume(await stores.snapshot(task_id), checkpoint, owner=OWNER, recovered=True)
+        return await stores.journal_until_end(task_id, after=after)
+    finally:
+        await runner.shutdown()
 
 
 async def crashed_after_a_tool_round(llm: ScriptedLLM, log: ToolLog):
@@ -103,13 +124,9 @@ async def test_recovery_goes_on_from_the_checkpoint(llm: ScriptedLLM, pick) -> N
     assert checkpoint.loop.answer == [FIRST_TEXT]
 
     llm2 = ScriptedLLM(text(FINAL_TEXT))
-    runner2 = stores.runner(make_loop(llm2, log.tools()), holder="process-2")
-    after = await stores.position(task.id)
-    try:
-        await runner2.resume(crashed, checkpoint, owner=OWNER, recovered=True)
-        tail = await stores.journal_until_end(task.id, after=after)
-    finally:
-        await runner2.shutdown()
+    tail = await recover_elsewhere(
+        stores, task.id, checkpoint, llm2, log.tools(), holder="process-2"
+    )
     llm2.assert_done()
 
     # the tool is not run again; the model is called from where the turn stopped
@@ -147,7 +164,6 @@ async def test_recovery_goes_on_from_the_checkpoint(llm: ScriptedLLM, pick) -> N
     assert final.metadata["usage"]["llmCalls"] == 2
 
     # the turn ended: checkpoint, claim and lease are gone
-    await wait_until(lambda: not runner2.is_running(task.id, owner=OWNER), what="turn end")
     assert await stores.checkpoints.load(task.id, owner=OWNER) is None
     assert await stores.claim_is_free(task.context_id)
     assert await stores.leases.acquire(task.id, owner=OWNER, holder="process-3", ttl_s=1)
@@ -169,15 +185,7 @@ async def test_recovery_before_the_first_model_call_calls_the_model(llm: Scripte
     assert checkpoint.loop.pending_calls == []
 
     llm2 = ScriptedLLM(text("Hel", "lo"))
-    runner2 = stores.runner(make_loop(llm2), holder="process-2")
-    after = await stores.position(task.id)
-    try:
-        await runner2.resume(
-            await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True
-        )
-        tail = await stores.journal_until_end(task.id, after=after)
-    finally:
-        await runner2.shutdown()
+    tail = await recover_elsewhere(stores, task.id, checkpoint, llm2, holder="process-2")
     llm2.assert_done()
 
     assert llm2.messages(0) == [
@@ -227,15 +235,9 @@ async def test_recovery_mid_tool_round_reruns_only_the_unfinished_calls(llm: Scr
     assert await stores.conversation(task.context_id) == [ChatMessage(role="user", content="both")]
 
     llm2 = ScriptedLLM(text("3 and x"))
-    runner2 = stores.runner(make_loop(llm2, [*log.tools(), hang]), holder="process-2")
-    after = await stores.position(task.id)
-    try:
-        await runner2.resume(
-            await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True
-        )
-        tail = await stores.journal_until_end(task.id, after=after)
-    finally:
-        await runner2.shutdown()
+    tail = await recover_elsewhere(
+        stores, task.id, checkpoint, llm2, [*log.tools(), hang], holder="process-2"
+    )
     llm2.assert_done()
 
     assert log.count("add") == 1
@@ -260,15 +262,7 @@ async def test_unit_commits_are_idempotent_per_task_and_unit(llm: ScriptedLLM) -
     await crash(runner2, stores, task.id)
 
     llm3 = ScriptedLLM(text(FINAL_TEXT))
-    runner3 = stores.runner(make_loop(llm3, log.tools()), holder="process-3")
-    after = await stores.position(task.id)
-    try:
-        await runner3.resume(
-            await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True
-        )
-        await stores.journal_until_end(task.id, after=after)
-    finally:
-        await runner3.shutdown()
+    await recover_elsewhere(stores, task.id, checkpoint, llm3, log.tools(), holder="process-3")
     assert log.count("add") == 1
     stored = await stores.conversation(task.context_id)
     assert [m.role for m in stored] == ["user", "assistant", "tool", "assistant"]
@@ -317,15 +311,7 @@ async def test_recovered_turn_counts_the_tool_calls_made_before_the_crash(
     stores, task = await crashed_after_a_tool_round(llm, log)
     checkpoint = pick(stores.checkpoints.of(task.id))
     llm2 = ScriptedLLM(text(FINAL_TEXT))
-    runner2 = stores.runner(make_loop(llm2, log.tools()), holder="process-2")
-    after = await stores.position(task.id)
-    try:
-        await runner2.resume(
-            await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True
-        )
-        await stores.journal_until_end(task.id, after=after)
-    finally:
-        await runner2.shutdown()
+    await recover_elsewhere(stores, task.id, checkpoint, llm2, log.tools(), holder="process-2")
     assert log.count("add") == 1
     final = await stores.snapshot(task.id)
     assert final.metadata["usage"]["toolCalls"] == 1
