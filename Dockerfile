@@ -19,6 +19,8 @@ ENV PATH=/opt/venv/bin:$PATH \
     LITELLM_LOCAL_MODEL_COST_MAP=True \
     A2A_HOST=0.0.0.0 \
     A2A_PORT=8000
+# Bound to every interface, the server refuses to start without authentication: run it with
+# A2A_API_KEYS (or A2A_JWT_JWKS_URL + A2A_JWT_ISSUER + A2A_JWT_AUDIENCE), or A2A_AUTH=none.
 USER 10001
 EXPOSE 8000
 HEALTHCHECK --interval=10s --timeout=3s CMD python -c "import urllib.request,os; urllib.request.urlopen(f'http://127.0.0.1:{os.environ[\"A2A_PORT\"]}/healthz')"

@@ -9,6 +9,7 @@ from __future__ import annotations
 import asyncio
 import logging
 import os
+import re
 import threading
 from collections.abc import AsyncIterator
 from types import ModuleType
@@ -21,6 +22,14 @@ from stores.models import ToolCall
 logger = logging.getLogger(__name__)
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+FAILURES = {
+    "timeout": "the model provider timed out",
+    "rate_limited": "the model provider is rate limiting this server",
+    "authentication": "the model provider refused this server's credentials",
+    "bad_request": "the model provider rejected the request",
+    "provider_error": "the model provider returned an error",
+}
+"""What a client is told of a failed model call, by class; the details go to the log."""
 _UNKNOWN = object()
 _import_lock = threading.Lock()
 _litellm: ModuleType | None = None
@@ -38,6 +47,34 @@ def import_litellm() -> ModuleType:
             litellm.telemetry = False
             _litellm = litellm
     return _litellm
+
+
+def redact(text: str, secret: str | None) -> str:
+    """`text` with every whole-token occurrence of `secret` replaced by `***`.
+
+    Whole tokens only: a key that is also part of a longer word (a short test key such as `sk`
+    inside `task`) leaves the word alone, so redaction never corrupts the text around it.
+    """
+    if not secret:
+        return text
+    pattern = rf"(?<![A-Za-z0-9_\-]){re.escape(secret)}(?![A-Za-z0-9_\-])"
+    return re.sub(pattern, "***", text)
+
+
+def classify(exc: Exception) -> str:
+    """The class of a provider failure: a key of `FAILURES`."""
+    import openai
+
+    if isinstance(exc, openai.APITimeoutError | TimeoutError) or "Timeout" in type(exc).__name__:
+        return "timeout"
+    status = getattr(exc, "status_code", None)
+    if status == 429:
+        return "rate_limited"
+    if status in (401, 403):
+        return "authentication"
+    if status in (400, 404, 413, 422):
+        return "bad_request"
+    return "provider_error"
 
 
 def _is_transient(exc: Exception) -> bool:
@@ -116,7 +153,14 @@ class LiteLLMClient:
                     )
                     await asyncio.sleep(delay)
                     continue
-                raise LLMError(self._describe(exc), transient=transient) from exc
+                failure = classify(exc)
+                logger.warning(
+                    "model=<%s>, failure=<%s> | model call failed: %s",
+                    self._model,
+                    failure,
+                    self._describe(exc),
+                )
+                raise LLMError(FAILURES[failure], transient=transient) from exc
 
     async def _stream_once(
         self, litellm: ModuleType, request: LLMRequest
@@ -177,8 +221,5 @@ class LiteLLMClient:
         )
 
     def _describe(self, exc: Exception) -> str:
-        """The provider's error text for a status message, with no secret in it."""
-        text = f"{type(exc).__name__}: {exc}"
-        if self._api_key:
-            text = text.replace(self._api_key, "***")
-        return text[:500]
+        """The provider's error text for the log, with no secret in it."""
+        return redact(f"{type(exc).__name__}: {exc}", self._api_key)[:500]

@@ -11,7 +11,11 @@ from stores.models import ToolCall
 
 
 class LLMError(Exception):
-    """The model call failed; `transient` errors were already retried by the adapter."""
+    """The model call failed; `transient` errors were already retried by the adapter.
+
+    The message is what the client sees in the task's status: a short classified text, never
+    the provider's own (which the adapter logs).
+    """
 
     def __init__(self, message: str, *, transient: bool = False) -> None:
         super().__init__(message)

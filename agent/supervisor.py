@@ -1,11 +1,16 @@
 """TurnSupervisor: keeps this process's turn leases alive, hears cancel requests from any
 process, and takes over turns whose process died.
 
-    every lease_ttl/3:  renew each running turn's lease --HELD--> nothing
-                                                        --CANCEL_REQUESTED--> cancel it here
-                                                        --LOST--> stop it here, record nothing
+    every lease_ttl/3:  renew the leases of the turns running here (one batch)
+                            --HELD--> nothing
+                            --CANCEL_REQUESTED--> cancel it here
+                            --LOST--> stop it here, record nothing
     cancel requests (pub/sub): a turn running here --> cancel it within milliseconds
-    every lease_ttl/3:  expired leases --acquire--> resume from the checkpoint, or fail the task
+    every lease_ttl/3:  expired leases --acquire (a free slot here)--> resume from the checkpoint,
+                        start a turn that never started (SUBMITTED), or fail the task with a reason
+
+A takeover needs a free running-turn slot: a replica at its limit leaves the turn for another
+replica (or its own next sweep), so recovery never overloads a replica.
 """
 
 from __future__ import annotations
@@ -15,9 +20,17 @@ import logging
 from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
-from agent.runner import TaskRunner, TurnCheckpoint
-from stores.base import CheckpointStore, LeaseStatus, StoreUnavailable, TaskRef, TaskStore
-from stores.models import TaskState
+from agent.admission import Overloaded
+from agent.runner import LeaseTaken, TaskRunner, TurnCheckpoint, TurnStart
+from stores.base import (
+    CheckpointStore,
+    LeaseLost,
+    LeaseStatus,
+    StoreUnavailable,
+    TaskRef,
+    TaskStore,
+)
+from stores.models import Role, TaskState
 
 logger = logging.getLogger(__name__)
 
@@ -58,20 +71,22 @@ class TurnSupervisor:
             try:
                 await step()
             except StoreUnavailable:
-                logger.warning("store unavailable; %s retries", getattr(step, "__name__", "step"))
+                name = getattr(step, "__name__", "step")
+                self._runner.observer.on_store_unavailable(name)
+                logger.warning("store unavailable; %s retries", name)
             except Exception:
                 logger.exception("supervisor step failed")
             await asyncio.sleep(self._interval_s)
 
     async def renew_leases(self) -> None:
         runner = self._runner
-        for ref in runner.running():
-            status = await self._leases.renew(
-                ref.task_id, owner=ref.owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
-            )
+        held = runner.leased()
+        statuses = await self._leases.renew_many(held, ttl_s=runner.lease_ttl_s)
+        for (ref, holder), status in zip(held, statuses, strict=True):
             if status is LeaseStatus.CANCEL_REQUESTED:
                 await runner.cancel(ref.task_id, owner=ref.owner)
-            elif status is LeaseStatus.LOST:
+            elif status is LeaseStatus.LOST and (ref, holder) in runner.leased():
+                # Still running here and holding, as far as this process knows: it was taken.
                 logger.warning(
                     "task_id=<%s> | lease lost; another server took the turn", ref.task_id
                 )
@@ -98,26 +113,40 @@ class TurnSupervisor:
         for ref in await self._leases.expired():
             if runner.is_running(ref.task_id, owner=ref.owner):
                 continue
-            if not await self._leases.acquire(
-                ref.task_id, owner=ref.owner, holder=runner.holder, ttl_s=runner.lease_ttl_s
-            ):
+            try:
+                async with runner.starting(ref.task_id, owner=ref.owner) as start:
+                    await self._take_over(ref, start)
+            except LeaseTaken:
                 continue  # another server got there first
-            await self._take_over(ref)
+            except Overloaded:
+                logger.info("running-turn limit reached; orphaned turns left for later")
+                return
 
-    async def _take_over(self, ref: TaskRef) -> None:
+    async def _take_over(self, ref: TaskRef, start: TurnStart) -> None:
         runner = self._runner
         record = await self._tasks.get(ref.task_id, owner=ref.owner)
         if record is None or not record.task.status.state.is_active:
-            await self._leases.release(ref.task_id, owner=ref.owner, holder=runner.holder)
-            return
+            return  # nothing to run: leaving `starting` releases the lease
         task = record.task
         checkpoint = _readable(await self._checkpoints.load(task.id, owner=ref.owner))
-        if checkpoint is None:
-            logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
-            await runner.record_state(task, TaskState.FAILED, owner=ref.owner, text=UNRECOVERABLE)
+        if checkpoint is not None:
+            logger.info("task_id=<%s> | taking over an orphaned turn from its checkpoint", task.id)
+            runner.launch_resumed(start, task, checkpoint, recovered=True)
+            runner.observer.on_takeover("resumed")
             return
-        logger.info("task_id=<%s> | taking over an orphaned turn from its checkpoint", task.id)
-        await runner.resume(task, checkpoint, owner=ref.owner, recovered=True)
+        last = task.history[-1] if task.history else None
+        if task.status.state is TaskState.SUBMITTED and last is not None and last.role is Role.USER:
+            # The turn never started (its process died right after accepting it): start it.
+            logger.info("task_id=<%s> | starting an orphaned turn that never started", task.id)
+            runner.launch_new(start, task, last)
+            runner.observer.on_takeover("restarted")
+            return
+        logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
+        with suppress(LeaseLost):
+            await runner.record_state(
+                task, TaskState.FAILED, owner=ref.owner, text=UNRECOVERABLE, fence=start.fence
+            )
+            runner.observer.on_takeover("failed")
 
 
 def _readable(saved: str | None) -> TurnCheckpoint | None:

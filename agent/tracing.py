@@ -8,7 +8,7 @@ checkpoint, so a turn resumed later or on another replica continues the same tra
 
 from __future__ import annotations
 
-from opentelemetry import propagate, trace
+from opentelemetry import context, propagate, trace
 from opentelemetry.context import Context
 from opentelemetry.trace import Span
 
@@ -32,5 +32,21 @@ def carrier_of(context: Context | None) -> Carrier:
     return carrier
 
 
+def current_carrier() -> Carrier:
+    """The current span's context as a carrier (the request span, when requests are traced);
+    empty when no valid span is current."""
+    if not trace.get_current_span().get_span_context().is_valid:
+        return {}
+    return carrier_of(context.get_current())
+
+
 def context_from(carrier: Carrier | None) -> Context | None:
     return propagate.extract(carrier) if carrier else None
+
+
+def trace_id_of(context: Context | None) -> str | None:
+    """The trace id (32 hex digits) of the span in `context`, None when there is no valid one."""
+    if context is None:
+        return None
+    span_context = trace.get_current_span(context).get_span_context()
+    return format(span_context.trace_id, "032x") if span_context.is_valid else None

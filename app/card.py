@@ -1,9 +1,18 @@
-"""The agent card, served at /.well-known/agent-card.json with HTTP caching headers."""
+"""The agent card, served at /.well-known/agent-card.json with HTTP caching headers.
+
+The card's URL (every interface's `url`) is A2A_PUBLIC_URL when set. Unset, it is the URL the
+request was sent to: its scheme and `Host` (or, for a request without `Host`, the address of
+the socket it arrived on, never a wildcard bind address); with A2A_TRUST_FORWARDED=true, a
+reverse proxy's `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Prefix` replace them.
+Each URL gets its own body and ETag, and the response varies on the headers that chose it.
+"""
 
 from __future__ import annotations
 
 import hashlib
 import json
+import re
+from collections import OrderedDict
 from datetime import UTC, datetime
 from email.utils import format_datetime
 from importlib.metadata import PackageNotFoundError, version
@@ -13,6 +22,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agent.tools import FunctionTool
+from app.auth import card_security
 from app.handler import SUPPORTED_INPUT_MODES
 from app.settings import Settings
 
@@ -28,7 +38,50 @@ def package_version() -> str:
         return "0.0.0"
 
 
-def build_card(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
+# A `Host` (or `X-Forwarded-Host`) value that can go into a URL: a name or an IPv4 address, or
+# a bracketed IPv6 address, and an optional port. Anything else is ignored.
+_HOST = re.compile(
+    r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.?"
+    r"|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$"
+)
+_PREFIX = re.compile(r"^(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)+/?$")
+FORWARDED_HEADERS = ("x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix")
+
+
+def _first(value: str | None) -> str:
+    """The first entry of a header a chain of proxies may have appended to (`a, b`)."""
+    return (value or "").split(",", 1)[0].strip()
+
+
+def request_base_url(request: Request, *, trust_forwarded: bool) -> str:
+    """The base URL the client used to reach this server, without a trailing slash."""
+    headers = request.headers
+    scheme = request.url.scheme if request.url.scheme in ("http", "https") else "http"
+    host = _first(headers.get("host")).lower()
+    prefix = request.scope.get("root_path", "") or ""
+    if trust_forwarded:
+        proto = _first(headers.get("x-forwarded-proto")).lower()
+        if proto in ("http", "https"):
+            scheme = proto
+        forwarded_host = _first(headers.get("x-forwarded-host")).lower()
+        if _HOST.match(forwarded_host):
+            host = forwarded_host
+        forwarded_prefix = _first(headers.get("x-forwarded-prefix"))
+        if _PREFIX.match(forwarded_prefix):
+            prefix = forwarded_prefix + prefix
+    if not _HOST.match(host):
+        # No usable `Host` (HTTP/1.0): the address the connection arrived on, which is a real
+        # interface address even when the server is bound to a wildcard one.
+        server = request.scope.get("server") or ("localhost", None)
+        address, port = server
+        host = f"[{address}]" if ":" in address else address
+        if port and port != {"http": 80, "https": 443}[scheme]:
+            host = f"{host}:{port}"
+    return f"{scheme}://{host}{prefix}".rstrip("/")
+
+
+def build_card(settings: Settings, tools: list[FunctionTool], *, url: str) -> dict[str, Any]:
+    """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's)."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
     skills = [
         {
@@ -52,29 +105,71 @@ def build_card(settings: Settings, tools: list[FunctionTool]) -> dict[str, Any]:
         "description": description,
         "version": package_version(),
         "supportedInterfaces": [
-            {"url": settings.public_url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
-            {"url": settings.public_url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "JSONRPC", "protocolVersion": "1.0"},
+            {"url": url, "protocolBinding": "HTTP+JSON", "protocolVersion": "1.0"},
         ],
         "capabilities": {"streaming": True, "pushNotifications": False, "extendedAgentCard": False},
         "defaultInputModes": list(SUPPORTED_INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
         "skills": skills,
+        # The schemes enforced, so a client knows how to authenticate (empty when none is).
+        **card_security(settings),
     }
 
 
 class AgentCardEndpoint:
-    """Serves a fixed card with an ETag, Last-Modified and a max-age, answering 304 when fresh."""
+    """Serves the card with an ETag, Last-Modified and a max-age, answering 304 when fresh.
 
-    def __init__(self, card: dict[str, Any], *, max_age_s: int = 300) -> None:
-        self._body = json.dumps(card, separators=(",", ":")).encode()
-        self._etag = '"' + hashlib.sha256(self._body).hexdigest()[:32] + '"'
-        self._headers = {
-            "ETag": self._etag,
-            "Last-Modified": format_datetime(datetime.now(UTC).replace(microsecond=0), usegmt=True),
-            "Cache-Control": f"public, max-age={max_age_s}",
+    With a fixed public URL there is one card. Otherwise there is one per base URL the requests
+    name: each has its own body and ETag (a card cached for one URL is never revalidated as
+    another's), and the response says `Vary` on the headers that chose the URL. The last
+    `MAX_CACHED` of them are kept; others are built again (a few microseconds).
+    """
+
+    MAX_CACHED = 64
+
+    def __init__(
+        self, settings: Settings, tools: list[FunctionTool], *, max_age_s: int = 300
+    ) -> None:
+        self._settings = settings
+        self._tools = tools
+        self._fixed_url = settings.public_url
+        self._trust_forwarded = settings.a2a_trust_forwarded
+        self._last_modified = format_datetime(datetime.now(UTC).replace(microsecond=0), usegmt=True)
+        self._cache_control = f"public, max-age={max_age_s}"
+        vary = [
+            "Host",
+            *(
+                ("X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Prefix")
+                if self._trust_forwarded
+                else ()
+            ),
+        ]
+        self._vary = None if self._fixed_url else ", ".join(vary)
+        self._cards: OrderedDict[str, tuple[bytes, dict[str, str]]] = OrderedDict()
+
+    def _card(self, url: str) -> tuple[bytes, dict[str, str]]:
+        cached = self._cards.get(url)
+        if cached is not None:
+            self._cards.move_to_end(url)
+            return cached
+        card = build_card(self._settings, self._tools, url=url)
+        body = json.dumps(card, separators=(",", ":")).encode()
+        headers = {
+            "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
+            "Last-Modified": self._last_modified,
+            "Cache-Control": self._cache_control,
         }
+        if self._vary:
+            headers["Vary"] = self._vary
+        self._cards[url] = (body, headers)
+        if len(self._cards) > self.MAX_CACHED:
+            self._cards.popitem(last=False)
+        return body, headers
 
     async def __call__(self, request: Request) -> Response:
-        if request.headers.get("if-none-match") == self._etag:
-            return Response(status_code=304, headers=self._headers)
-        return Response(self._body, media_type="application/json", headers=self._headers)
+        url = self._fixed_url or request_base_url(request, trust_forwarded=self._trust_forwarded)
+        body, headers = self._card(url)
+        if request.headers.get("if-none-match") == headers["ETag"]:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)

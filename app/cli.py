@@ -3,16 +3,79 @@
 from __future__ import annotations
 
 import argparse
-import logging
+import asyncio
+import socket
 import sys
+from types import FrameType
 
 import uvicorn
+from fastapi import FastAPI
 from pydantic import ValidationError
 
 from agent.hooks import HookLoadError
 from agent.tools import ToolLoadError
+from app.auth import AuthConfigurationError
+from app.connections import with_header_timeout
+from app.drain import Drain
+from app.logs import configure_logging
 from app.main import create_app
 from app.settings import Settings
+
+GRACEFUL_SHUTDOWN_S = 10
+
+
+class DrainingServer(uvicorn.Server):
+    """uvicorn's server, except that SIGTERM / SIGINT first starts the app's drain.
+
+    The drain must begin before uvicorn stops: blocking sends then answer with their task and
+    open streams end at an event boundary, so the connections close by themselves instead of
+    being cut when the graceful-shutdown timeout runs out (a plain-text 500, or an incomplete
+    chunked response). The signal handler runs between two bytecodes of whatever the loop was
+    doing, so it only schedules the drain, with the one loop call that is safe from there.
+    """
+
+    def __init__(self, config: uvicorn.Config, *, drain: Drain) -> None:
+        super().__init__(config)
+        self._drain = drain
+        self._loop: asyncio.AbstractEventLoop | None = None
+
+    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
+        self._loop = asyncio.get_running_loop()
+        await super().serve(sockets)
+
+    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
+        loop = self._loop
+        if loop is not None and not loop.is_closed():
+            loop.call_soon_threadsafe(self._drain.start)
+        super().handle_exit(sig, frame)
+
+
+def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
+    """uvicorn's configuration, with the connection limits: a deadline on request headers, an
+    idle timeout, a cap on header size and one on concurrent connections (503 beyond)."""
+    return uvicorn.Config(
+        app,
+        host=settings.a2a_host,
+        port=settings.a2a_port,
+        log_level=settings.log_level.lower(),
+        log_config=None,  # app.logs configured logging (LOG_FORMAT): uvicorn keeps it
+        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        http=with_header_timeout(settings.a2a_header_timeout_s),
+        timeout_keep_alive=settings.a2a_keep_alive_timeout_s,
+        h11_max_incomplete_event_size=settings.a2a_max_header_bytes,
+        limit_concurrency=settings.a2a_max_connections,
+        # uvicorn's own X-Forwarded-Proto/-For handling (scheme, client address) follows
+        # A2A_TRUST_FORWARDED too: off, no peer may set them; on, the proxy in front is trusted.
+        proxy_headers=settings.a2a_trust_forwarded,
+        forwarded_allow_ips="*" if settings.a2a_trust_forwarded else None,
+    )
+
+
+def serve(app: FastAPI, settings: Settings) -> int:
+    """Serve until SIGTERM / SIGINT; 3 if the server could not start (uvicorn's code)."""
+    server = DrainingServer(server_config(app, settings), drain=app.state.drain)
+    server.run()
+    return 0 if server.started else 3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -30,20 +93,13 @@ def main(argv: list[str] | None = None) -> int:
     except ValidationError as exc:
         print(f"a2a-server: invalid configuration:\n{exc}", file=sys.stderr)
         return 2
-    logging.basicConfig(
-        level=settings.log_level.upper(),
-        format="%(asctime)s %(levelname)s %(name)s: %(message)s",
-    )
+    configure_logging(settings)
     try:
         app = create_app(settings)
     except (ToolLoadError, HookLoadError) as exc:
         print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
-    uvicorn.run(
-        app,
-        host=settings.a2a_host,
-        port=settings.a2a_port,
-        log_level=settings.log_level.lower(),
-        timeout_graceful_shutdown=10,
-    )
-    return 0
+    except AuthConfigurationError as exc:
+        print(f"a2a-server: unsafe configuration: {exc}", file=sys.stderr)
+        return 2
+    return serve(app, settings)

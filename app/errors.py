@@ -6,7 +6,8 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from stores.base import StoreUnavailable
+from agent.admission import Overloaded
+from stores.base import StoreFull, StoreUnavailable, TaskUnreadable
 
 logger = logging.getLogger(__name__)
 
@@ -21,11 +22,17 @@ class A2AError(Exception):
     default_message: ClassVar[str] = "Internal error"
     http_status: ClassVar[int] = 500
     status: ClassVar[str] = "INTERNAL"
+    closes_connection: ClassVar[bool] = False
+    """The request was cut short (its body not read whole): the connection cannot be reused."""
 
     def __init__(self, message: str | None = None, **metadata: str) -> None:
         super().__init__(message or self.default_message)
         self.message = message or self.default_message
         self.metadata = metadata
+
+    def http_headers(self) -> dict[str, str]:
+        """Headers an HTTP response carrying this error must have (a challenge, a retry time)."""
+        return {"Connection": "close"} if self.closes_connection else {}
 
     def details(self) -> list[dict[str, Any]]:
         return [
@@ -62,6 +69,16 @@ class MethodNotFoundError(A2AError):
     status = "NOT_FOUND"
 
 
+class MethodNotAllowedError(A2AError):
+    """An HTTP method a route does not take (the framework's 405)."""
+
+    code = -32600
+    reason = "METHOD_NOT_ALLOWED"
+    default_message = "HTTP method not allowed"
+    http_status = 405
+    status = "UNIMPLEMENTED"
+
+
 class InvalidParamsError(A2AError):
     code = -32602
     reason = "INVALID_ARGUMENT"
@@ -77,6 +94,38 @@ class InternalError(A2AError):
 class StoreUnavailableError(A2AError):
     reason = "STORE_UNAVAILABLE"
     default_message = "The task store is unavailable; retry later"
+    http_status = 503
+    status = "UNAVAILABLE"
+
+
+class RetryLaterError(A2AError):
+    """A refusal the client may retry after `retry_after_s` seconds. Says so three ways: ErrorInfo
+    metadata `retryAfterSeconds`, a RetryInfo detail, and a `Retry-After` header."""
+
+    default_retry_after_s: ClassVar[int] = 1
+
+    def __init__(self, message: str | None = None, *, retry_after_s: int | None = None) -> None:
+        self.retry_after_s = max(1, retry_after_s or self.default_retry_after_s)
+        super().__init__(message, retryAfterSeconds=str(self.retry_after_s))
+
+    def details(self) -> list[dict[str, Any]]:
+        return [
+            *super().details(),
+            {
+                "@type": "type.googleapis.com/google.rpc.RetryInfo",
+                "retryDelay": f"{self.retry_after_s}s",
+            },
+        ]
+
+    def http_headers(self) -> dict[str, str]:
+        return {"Retry-After": str(self.retry_after_s)}
+
+
+class OverloadedError(RetryLaterError):
+    """This replica is at a limit (or shutting down): retry here or on another replica."""
+
+    reason = "OVERLOADED"
+    default_message = "This server is at its limit; retry shortly"
     http_status = 503
     status = "UNAVAILABLE"
 
@@ -121,6 +170,16 @@ class ContentTypeNotSupportedError(A2AError):
     status = "INVALID_ARGUMENT"
 
 
+class UnsupportedMediaTypeError(A2AError):
+    """A request body in a media type the binding does not take (HTTP 415)."""
+
+    code = -32005
+    reason = "CONTENT_TYPE_NOT_SUPPORTED"
+    default_message = "Send the request body as application/json"
+    http_status = 415
+    status = "INVALID_ARGUMENT"
+
+
 class VersionNotSupportedError(A2AError):
     code = -32009
     reason = "VERSION_NOT_SUPPORTED"
@@ -129,13 +188,151 @@ class VersionNotSupportedError(A2AError):
     status = "FAILED_PRECONDITION"
 
 
+def unreadable_task(task_id: str) -> TaskNotFoundError:
+    """A task that is stored but cannot be loaded or rendered: for its client it is not accessible
+    (TaskNotFound, as the spec words it: "not an existing or accessible task")."""
+    return TaskNotFoundError(f"Task {task_id!r} cannot be read", taskId=task_id)
+
+
+def http_error(status_code: int, message: str) -> A2AError:
+    """An HTTP error the framework raised outside the bindings (no route, method not allowed)."""
+    if status_code == 404:
+        return MethodNotFoundError(message)
+    if status_code == 405:
+        return MethodNotAllowedError(message)
+    if status_code >= 500:
+        return InternalError()
+    return InvalidRequestError(message)
+
+
+# --- the edge: authentication, rate and size limits, hosts (no A2A code of their own; the
+# JSON-RPC codes below are implementation-defined, outside the range A2A reserves) -----------
+
+AUTH_REALM = "a2a"
+
+
+def _quoted(value: str) -> str:
+    """An RFC 7235 quoted-string: printable ASCII only, `"` and `\\` escaped."""
+    printable = "".join(char if " " <= char <= "~" else "?" for char in value)
+    return '"' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'
+
+
+class AuthenticationError(A2AError):
+    """Missing or invalid credentials: HTTP 401 with a `WWW-Authenticate` Bearer challenge.
+
+    `bearer_error` is the RFC 6750 error code (`invalid_token`, `invalid_request`) when the
+    client presented something that failed; None when it presented no credentials at all.
+    """
+
+    code = -32040
+    reason = "UNAUTHENTICATED"
+    default_message = "Authentication required"
+    http_status = 401
+    status = "UNAUTHENTICATED"
+
+    def __init__(self, message: str | None = None, *, bearer_error: str | None = None) -> None:
+        super().__init__(message)
+        self.bearer_error = bearer_error
+
+    def http_headers(self) -> dict[str, str]:
+        challenge = f"Bearer realm={_quoted(AUTH_REALM)}"
+        if self.bearer_error:
+            challenge += f", error={_quoted(self.bearer_error)}"
+            challenge += f", error_description={_quoted(self.message)}"
+        return {"WWW-Authenticate": challenge}
+
+
+class AuthenticationUnavailableError(RetryLaterError):
+    """Credentials cannot be checked right now (the identity provider's keys cannot be fetched)."""
+
+    reason = "AUTHENTICATION_UNAVAILABLE"
+    default_message = "Credentials cannot be verified right now; retry later"
+    http_status = 503
+    status = "UNAVAILABLE"
+    default_retry_after_s = 5
+
+
+class RateLimitedError(RetryLaterError):
+    """The caller's request rate is over its limit: HTTP 429."""
+
+    code = -32029
+    reason = "RATE_LIMITED"
+    default_message = "Too many requests; retry later"
+    http_status = 429
+    status = "RESOURCE_EXHAUSTED"
+
+
+class BodyTimeoutError(A2AError):
+    """The request body stalled (no bytes for A2A_BODY_TIMEOUT_S): HTTP 408, connection closed."""
+
+    code = -32600
+    reason = "REQUEST_TIMEOUT"
+    default_message = "The request body stopped arriving"
+    http_status = 408
+    status = "DEADLINE_EXCEEDED"
+    closes_connection = True
+
+
+class PayloadTooLargeError(A2AError):
+    """The request body is over the size limit (HTTP 413); the connection is closed after it."""
+
+    code = -32600
+    reason = "PAYLOAD_TOO_LARGE"
+    default_message = "The request body is too large"
+    http_status = 413
+    status = "INVALID_ARGUMENT"
+    closes_connection = True
+
+
+class HostNotAllowedError(A2AError):
+    """The `Host` header names a host this server does not serve (DNS rebinding): HTTP 421."""
+
+    code = -32600
+    reason = "HOST_NOT_ALLOWED"
+    default_message = "This server does not serve the requested host"
+    http_status = 421
+    status = "INVALID_ARGUMENT"
+
+
+class OriginNotAllowedError(A2AError):
+    """A browser request from an origin that is neither this server nor in A2A_CORS_ORIGINS."""
+
+    code = -32600
+    reason = "ORIGIN_NOT_ALLOWED"
+    default_message = "Requests from this origin are not allowed"
+    http_status = 403
+    status = "PERMISSION_DENIED"
+
+
+EDGE_ERRORS: tuple[type[A2AError], ...] = (
+    AuthenticationError,
+    AuthenticationUnavailableError,
+    RateLimitedError,
+    UnsupportedMediaTypeError,
+    PayloadTooLargeError,
+    HostNotAllowedError,
+    OriginNotAllowedError,
+)
+"""Refusals at the HTTP edge: JSON-RPC answers these with their HTTP status (401, 415, 429...)
+rather than 200, so HTTP clients, proxies and retry logic see them for what they are."""
+
+
 def as_a2a_error(exc: Exception, *, where: str) -> A2AError:
     """What a client is told about any failure: A2A errors as they are, an unreachable store as
-    such, anything else as an internal error (logged here, never shown)."""
+    such, an unreadable task as not found, anything else as an internal error (logged here, never
+    shown)."""
     if isinstance(exc, A2AError):
         return exc
+    if isinstance(exc, Overloaded | StoreFull):
+        # Expected under load, and cheap for a client to provoke: not worth a log line each.
+        logger.debug("%s | refused: %s", where, exc)
+        return OverloadedError(str(exc), retry_after_s=exc.retry_after_s)
     if isinstance(exc, StoreUnavailable):
         logger.warning("%s | the store is unavailable: %s", where, exc)
         return StoreUnavailableError()
+    if isinstance(exc, TaskUnreadable):
+        # The cause is the stored data, not this request: one line, no traceback.
+        logger.warning("%s | task_id=<%s> | the stored task cannot be read", where, exc.task_id)
+        return unreadable_task(exc.task_id)
     logger.error("%s | unexpected error", where, exc_info=exc)
     return InternalError()

@@ -10,11 +10,13 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
+from agent.admission import Slots
 from agent.answers import AnswerRejected
-from agent.runner import NoCheckpoint, TaskRunner
+from agent.runner import LeaseTaken, NoCheckpoint, TaskRunner
+from app.drain import DRAINED, Drain
 from app.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
@@ -23,12 +25,16 @@ from app.errors import (
     UnsupportedOperationError,
 )
 from stores.base import (
+    Fence,
     InvalidPageToken,
+    LeaseLost,
     MessageStore,
     StateConflict,
+    StoreUnavailable,
     TaskPage,
     TaskQuery,
     TaskStore,
+    TaskUnreadable,
 )
 from stores.models import (
     JournalEntry,
@@ -44,6 +50,14 @@ from stores.models import (
 )
 
 SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
+_CANCELED = "The task was canceled."
+
+
+def _moved_on(task_id: str) -> UnsupportedOperationError:
+    return UnsupportedOperationError(
+        f"Task {task_id!r} has already moved on (another message was taken first)",
+        taskId=task_id,
+    )
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -77,27 +91,49 @@ class RequestHandler:
         messages: MessageStore,
         runner: TaskRunner,
         read_block_s: float = 15.0,
+        streams: Slots | None = None,
+        drain: Drain | None = None,
     ) -> None:
         self._tasks = tasks
         self._messages = messages
         self._runner = runner
         self._read_block_s = read_block_s
+        self._streams = streams or Slots(1000, what="open streams")
+        self._drain = drain or Drain()
 
     async def send_message(self, request: SendRequest, *, owner: str) -> Task:
-        """Start (or continue) a task; unless asked to return at once, wait for it to settle."""
-        record = await self._begin(request, owner=owner)
+        """Start (or continue) a task; unless asked to return at once, wait for it to settle.
+
+        The wait holds a stream slot for its whole life (beyond A2A_MAX_STREAMS the request is
+        refused before anything is written). A drain cuts it short: the client gets the task as
+        it stands (its id, at least), and another server finishes the turn.
+        """
+        self._drain.refuse_new_work()
         if request.return_immediately:
-            return record.task
-        await self._until_settled(record.task.id, owner=owner, after=record.position)
-        settled = await self._tasks.get(record.task.id, owner=owner)
+            return (await self._begin(request, owner=owner)).task
+        with self._streams.held(owner):
+            record = await self._begin(request, owner=owner)
+            await self._until_settled(
+                record.task.id, owner=owner, after=record.position, until_drain=True
+            )
+        try:
+            settled = await self._tasks.get(record.task.id, owner=owner)
+        except StoreUnavailable:
+            if not self._drain.started:
+                raise
+            settled = None  # on the way out: what we know beats an error without the task id
         return settled.task if settled is not None else record.task
 
     async def stream_message(
         self, request: SendRequest, *, owner: str
     ) -> AsyncIterator[JournalEntry]:
         """Validate and start the task now (errors surface before any event), then stream it."""
-        record = await self._begin(request, owner=owner)
-        return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
+
+        async def start() -> AsyncGenerator[JournalEntry, None]:
+            record = await self._begin(request, owner=owner)
+            return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
+
+        return await self._open_stream(start, owner=owner)
 
     async def get_task(self, task_id: str, *, owner: str) -> Task:
         return (await self._require(task_id, owner=owner)).task
@@ -130,32 +166,69 @@ class RequestHandler:
 
     async def _cancel_elsewhere(self, record: TaskRecord, *, owner: str) -> None:
         """Cancel a task whose turn does not run in this process."""
-        task, leases = record.task, self._runner.leases
-        if task.status.state.is_interrupted or await leases.acquire(
-            task.id, owner=owner, holder=self._runner.holder, ttl_s=self._runner.lease_ttl_s
-        ):
-            # Nobody runs it (waiting for input, or its process died): record the cancel here.
-            await self._settle(task, TaskState.CANCELED, owner=owner)
+        task, runner = record.task, self._runner
+        state = task.status.state
+        if state.is_interrupted:
+            # Nobody runs it (waiting for input): record the cancel here, unless an answer has
+            # just moved it on (then it runs somewhere: ask that process below).
+            with contextlib.suppress(StateConflict):
+                await runner.record_state(
+                    task, TaskState.CANCELED, owner=owner, text=_CANCELED, if_state=state
+                )
+                return
+        fence = await runner.take_lease(task.id, owner=owner)
+        if fence is not None:
+            # Its process died (or it just ended): record the cancel under our lease, but only
+            # over the state we saw; a task that finished meanwhile stays finished.
+            try:
+                await runner.record_state(
+                    task,
+                    TaskState.CANCELED,
+                    owner=owner,
+                    text=_CANCELED,
+                    if_state=state,
+                    fence=fence,
+                )
+            except (StateConflict, LeaseLost):
+                await runner.leases.release(task.id, owner=owner, holder=fence.holder)
             return
         # Another process runs it: it hears the request at once and records the cancel itself.
-        await leases.request_cancel(task.id, owner=owner)
+        await runner.leases.request_cancel(task.id, owner=owner)
         with contextlib.suppress(TimeoutError):
-            async with asyncio.timeout(2 * self._runner.lease_ttl_s):
+            async with asyncio.timeout(2 * runner.lease_ttl_s):
                 await self._until_settled(task.id, owner=owner, after=record.position)
 
     async def subscribe(
         self, task_id: str, *, owner: str, last_event_id: int | None = None
     ) -> AsyncIterator[JournalEntry]:
         """The current task, then its live events; or, after a reconnect, just the missed events."""
-        record = await self._require(task_id, owner=owner)
-        if record.task.status.state.is_terminal and last_event_id is None:
-            raise UnsupportedOperationError(
-                f"Task {task_id!r} is in terminal state {record.task.status.state.value}",
-                taskId=task_id,
-            )
-        if last_event_id is not None:
-            return self._tail(task_id, owner=owner, after=last_event_id, at_interrupt=False)
-        return self._snapshot_then_tail(record, owner=owner, at_interrupt=False)
+
+        async def start() -> AsyncGenerator[JournalEntry, None]:
+            record = await self._require(task_id, owner=owner)
+            if record.task.status.state.is_terminal and last_event_id is None:
+                raise UnsupportedOperationError(
+                    f"Task {task_id!r} is in terminal state {record.task.status.state.value}",
+                    taskId=task_id,
+                )
+            if last_event_id is not None:
+                return self._tail(task_id, owner=owner, after=last_event_id, at_interrupt=False)
+            return self._snapshot_then_tail(record, owner=owner, at_interrupt=False)
+
+        return await self._open_stream(start, owner=owner)
+
+    async def _open_stream(
+        self, start: Callable[[], Awaitable[AsyncGenerator[JournalEntry, None]]], *, owner: str
+    ) -> EntryStream:
+        """Admit a stream (refused while draining or beyond A2A_MAX_STREAMS, before `start`
+        runs, so before anything is written), then start it; it holds its slot until it ends."""
+        self._drain.refuse_new_work()
+        self._streams.take(owner)
+        try:
+            entries = await start()
+        except BaseException:
+            self._streams.give_back(owner)
+            raise
+        return EntryStream(entries, release=lambda: self._streams.give_back(owner))
 
     async def _require(self, task_id: str, *, owner: str) -> TaskRecord:
         record = await self._tasks.get(task_id, owner=owner)
@@ -181,40 +254,59 @@ class RequestHandler:
             return await self._continue(message, owner=owner)
         context_id = message.context_id or str(uuid.uuid4())
         task_id = str(uuid.uuid4())
-        holder = await self._claim(context_id, task_id, owner=owner)
-        if holder is not None:
-            raise UnsupportedOperationError(
-                f"Context {context_id!r} already has a task in progress ({holder!r});"
-                " wait for it to finish, or cancel it, before sending another message",
-                contextId=context_id,
-                taskId=holder,
-            )
         task = Task(
             id=task_id,
             context_id=context_id,
             status=TaskStatus(state=TaskState.SUBMITTED),
             history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
         )
-        try:
-            record = await self._tasks.create(task, owner=owner)
-            await self._runner.start(
-                record.task, message, owner=owner, trace_carrier=request.trace_carrier
-            )
-        except BaseException:
-            await self._messages.release(context_id, task_id, owner=owner)
-            raise
+        # A slot here and the task's lease first (Overloaded: nothing written), then the context,
+        # then the task: a task never exists without a lease, nor a context claim without one.
+        async with self._runner.starting(task_id, owner=owner) as start:
+            holder = await self._claim(context_id, task_id, owner=owner)
+            if holder is not None:
+                raise UnsupportedOperationError(
+                    f"Context {context_id!r} already has a task in progress ({holder!r});"
+                    " wait for it to finish, or cancel it, before sending another message",
+                    contextId=context_id,
+                    taskId=holder,
+                )
+            try:
+                record = await self._tasks.create(task, owner=owner)
+                self._runner.launch_new(
+                    start, record.task, message, trace_carrier=request.trace_carrier
+                )
+            except BaseException:
+                with contextlib.suppress(StoreUnavailable):
+                    await self._messages.release(context_id, task_id, owner=owner)
+                raise
         return record
 
     async def _claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
-        """Claim the context for a new task; a claim left by a task that has ended is taken over."""
+        """Claim the context for a new task: None if we have it, else the task that holds it.
+
+        A claim is stale when its task has ended, or when its task does not exist and holds no
+        lease (a task takes its lease before its claim, and is created only after both): then it
+        is replaced by compare-and-set, so of the requests that found it stale, one wins.
+        """
         holder = await self._messages.claim(context_id, task_id, owner=owner)
         if holder is None:
             return None
-        held_by = await self._tasks.get(holder, owner=owner)
-        if held_by is not None and not held_by.task.status.state.is_terminal:
+        if await self._holds_context(holder, owner=owner):
             return holder
-        await self._messages.release(context_id, holder, owner=owner)
+        if await self._messages.replace_claim(context_id, holder, task_id, owner=owner):
+            return None
         return await self._messages.claim(context_id, task_id, owner=owner)
+
+    async def _holds_context(self, task_id: str, *, owner: str) -> bool:
+        """Whether the task holding a context's claim is still at work there (or about to be)."""
+        try:
+            record = await self._tasks.get(task_id, owner=owner)
+        except TaskUnreadable:
+            return False  # it can never run again: its claim is stale
+        if record is not None:
+            return not record.task.status.state.is_terminal
+        return await self._runner.leases.is_held(task_id, owner=owner)
 
     async def _continue(self, message: Message, *, owner: str) -> TaskRecord:
         """A message on an existing task: only an interrupted task (waiting for input) takes one."""
@@ -239,39 +331,60 @@ class RequestHandler:
                 taskId=task.id,
             )
         try:
-            checkpoint = await self._runner.prepare_resume(task, message, owner=owner)
-        except AnswerRejected as exc:
-            raise InvalidParamsError(str(exc), taskId=task.id) from exc
-        except NoCheckpoint as exc:
-            reason = "The task's saved turn is gone, so it cannot go on; start a new task."
-            await self._settle(task, TaskState.FAILED, owner=owner, if_state=state)
-            raise UnsupportedOperationError(reason, taskId=task.id) from exc
-        task.history.append(message.model_copy(update={"context_id": task.context_id}))
-        # Compare-and-set out of the waiting state: of answers racing (on any servers), one wins.
-        position = await self._settle(task, TaskState.SUBMITTED, owner=owner, if_state=state)
-        await self._runner.resume(task, checkpoint, owner=owner)
+            async with self._runner.starting(task.id, owner=owner) as start:
+                assert start.fence is not None
+                try:
+                    checkpoint = await self._runner.prepare_resume(
+                        task, message, owner=owner, fence=start.fence
+                    )
+                except AnswerRejected as exc:
+                    raise InvalidParamsError(str(exc), taskId=task.id) from exc
+                except NoCheckpoint as exc:
+                    reason = "The task's saved turn is gone, so it cannot go on; start a new task."
+                    await self._settle(
+                        task, TaskState.FAILED, owner=owner, if_state=state, fence=start.fence
+                    )
+                    raise UnsupportedOperationError(reason, taskId=task.id) from exc
+                task.history.append(message.model_copy(update={"context_id": task.context_id}))
+                # Compare-and-set out of the waiting state, under the lease: one answer wins.
+                position = await self._settle(
+                    task, TaskState.SUBMITTED, owner=owner, if_state=state, fence=start.fence
+                )
+                self._runner.launch_resumed(start, task, checkpoint)
+        except (LeaseTaken, LeaseLost) as exc:
+            raise _moved_on(task.id) from exc
         return TaskRecord(task=task, owner=owner, position=position)
 
     async def _settle(
-        self, task: Task, state: TaskState, *, owner: str, if_state: TaskState | None = None
+        self,
+        task: Task,
+        state: TaskState,
+        *,
+        owner: str,
+        if_state: TaskState | None = None,
+        fence: Fence | None = None,
     ) -> int:
         """Record a state change made here rather than by a running turn."""
         try:
-            return await self._runner.record_state(task, state, owner=owner, if_state=if_state)
+            return await self._runner.record_state(
+                task, state, owner=owner, if_state=if_state, fence=fence
+            )
         except StateConflict as exc:
-            raise UnsupportedOperationError(
-                f"Task {task.id!r} has already moved on (another message was taken first)",
-                taskId=task.id,
-            ) from exc
+            raise _moved_on(task.id) from exc
 
-    async def _until_settled(self, task_id: str, *, owner: str, after: int) -> None:
-        """Wait until the task ends or waits for input (read from the journal, not polled)."""
-        async for _ in self._tail(task_id, owner=owner, after=after, at_interrupt=True):
+    async def _until_settled(
+        self, task_id: str, *, owner: str, after: int, until_drain: bool = False
+    ) -> None:
+        """Wait until the task ends or waits for input (read from the journal, not polled);
+        with `until_drain`, or until this server starts draining."""
+        async for _ in self._tail(
+            task_id, owner=owner, after=after, at_interrupt=True, until_drain=until_drain
+        ):
             pass
 
     async def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
-    ) -> AsyncIterator[JournalEntry]:
+    ) -> AsyncGenerator[JournalEntry, None]:
         first = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
         yield first
         if ends_stream(first.event, at_interrupt=at_interrupt):
@@ -282,16 +395,33 @@ class RequestHandler:
             yield entry
 
     async def _tail(
-        self, task_id: str, *, owner: str, after: int, at_interrupt: bool
-    ) -> AsyncIterator[JournalEntry]:
-        """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`)."""
+        self,
+        task_id: str,
+        *,
+        owner: str,
+        after: int,
+        at_interrupt: bool,
+        until_drain: bool = True,
+    ) -> AsyncGenerator[JournalEntry, None]:
+        """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`).
+
+        With `until_drain` it also ends, after the entry it is at, when this server starts
+        draining: a blocked read is given up at once.
+        """
         block_s = 0.0  # the first read does not wait: a reader already at the end must not hang
         while True:
-            entries = await self._tasks.read(task_id, owner=owner, after=after, timeout_s=block_s)
+            if until_drain and self._drain.started:
+                return
+            read = self._tasks.read(task_id, owner=owner, after=after, timeout_s=block_s)
+            entries = await (self._drain.unless_drained(read) if until_drain and block_s else read)
+            if entries is DRAINED:
+                return
             for entry in entries:
                 yield entry
                 after = entry.position
                 if ends_stream(entry.event, at_interrupt=at_interrupt):
+                    return
+                if until_drain and self._drain.started:
                     return
             if not entries:
                 record = await self._tasks.get(task_id, owner=owner)
@@ -302,3 +432,36 @@ class RequestHandler:
                 ):
                     return
                 block_s = self._read_block_s
+
+
+class EntryStream:
+    """The journal entries of one stream, holding one stream slot until the stream ends, fails,
+    or is closed (whichever is first; the slot is given back once). Close it even if it was
+    never iterated: an async generator that never started runs no `finally` of its own."""
+
+    def __init__(
+        self, entries: AsyncGenerator[JournalEntry, None], *, release: Callable[[], None]
+    ) -> None:
+        self._entries = entries
+        self._release: Callable[[], None] | None = release
+
+    def __aiter__(self) -> EntryStream:
+        return self
+
+    async def __anext__(self) -> JournalEntry:
+        try:
+            return await self._entries.__anext__()
+        except BaseException:  # ended, failed, or cancelled: the generator is finished
+            self._give_back()
+            raise
+
+    async def aclose(self) -> None:
+        try:
+            await self._entries.aclose()
+        finally:
+            self._give_back()
+
+    def _give_back(self) -> None:
+        release, self._release = self._release, None
+        if release is not None:
+            release()

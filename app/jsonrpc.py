@@ -1,21 +1,25 @@
 """The JSON-RPC 2.0 binding of A2A 1.0 at `POST /`.
 
 Every outcome is HTTP 200 with a JSON-RPC response (or an SSE stream of them); failures are
-JSON-RPC errors, never a 500 with a stack trace.
+JSON-RPC errors, never a 500 with a stack trace. A notification (a request object without an
+"id" member) is run for its effect and answered with an empty HTTP 204, as JSON-RPC wants no
+response to it, not even an error.
 """
 
 from __future__ import annotations
 
-import json
+import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
-from starlette.requests import Request
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from app.call_context import CallContext
+from app.edge import Edge
 from app.errors import (
+    EDGE_ERRORS,
     A2AError,
-    ContentTypeNotSupportedError,
     InvalidParamsError,
     InvalidRequestError,
     JSONParseError,
@@ -23,21 +27,20 @@ from app.errors import (
     VersionNotSupportedError,
     as_a2a_error,
 )
-from app.operations import JsonObject, Operations, trace_headers
+from app.json_body import check_depth, check_json_media_type, parse_json
+from app.metrics import Metrics, RequestRecord
+from app.operations import JsonObject, Operations
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
-from stores.base import ANONYMOUS
+
+logger = logging.getLogger(__name__)
 
 JsonId = str | int | None
-Method = Callable[[JsonObject, JsonId, Request], Awaitable[Response]]
+Method = Callable[[JsonObject, JsonId, CallContext], Awaitable[Response]]
 
-# curl -d sends form-urlencoded by default; a JSON body under that type is still taken as JSON.
-_JSON_LIKE_TYPES = (
-    "application/json",
-    "application/a2a+json",
-    "application/x-www-form-urlencoded",
-    "",
-)
+# A notification gets no answer, so a streaming method runs as its one-shot form (same effect: the
+# task is started, or looked up), and a send does not wait for the task to settle.
+_NOTIFIED_AS = {"SendStreamingMessage": "SendMessage", "SubscribeToTask": "GetTask"}
 
 
 def error_payload(request_id: JsonId, error: A2AError) -> JsonObject:
@@ -58,13 +61,48 @@ def check_version(request: Request) -> None:
         )
 
 
-def _response(payload: JsonObject) -> Response:
-    return Response(dumps(payload), media_type="application/json")
+def _request_id(payload: JsonObject) -> JsonId:
+    """The id to answer with: the request's own when it is a valid one, else null."""
+    request_id = payload.get("id")
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if valid else None
+
+
+def _task_id_of(params: JsonObject) -> str | None:
+    """The task a request names, when it names one (for its log line)."""
+    message = params.get("message")
+    task_id = params.get("id") or (message.get("taskId") if isinstance(message, dict) else None)
+    return task_id if isinstance(task_id, str) else None
+
+
+def _is_notification(payload: JsonObject) -> bool:
+    """A well-formed request object with no "id" member (`"id": null` is a request)."""
+    return (
+        "id" not in payload
+        and payload.get("jsonrpc") == "2.0"
+        and isinstance(payload.get("method"), str)
+    )
+
+
+def _response(
+    payload: JsonObject, headers: dict[str, str] | None = None, status_code: int = 200
+) -> Response:
+    return Response(dumps(payload), status_code, media_type="application/json", headers=headers)
 
 
 class JsonRpcBinding:
-    def __init__(self, operations: Operations) -> None:
+    def __init__(
+        self,
+        operations: Operations,
+        edge: Edge,
+        *,
+        max_json_depth: int = 32,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._operations = operations
+        self._edge = edge
+        self._max_json_depth = max_json_depth
+        self._metrics = metrics or Metrics()
         self._methods: dict[str, Method] = {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
@@ -80,37 +118,74 @@ class JsonRpcBinding:
         }
 
     async def __call__(self, request: Request) -> Response:
-        request_id: JsonId = None
+        with self._metrics.request("jsonrpc") as record:
+            return await self._serve(request, record)
+
+    async def _serve(self, request: Request, record: RequestRecord) -> Response:
         try:
-            payload = self._parse_body(
-                request.headers.get("content-type", ""), await request.body()
-            )
-            request_id = payload.get("id") if isinstance(payload.get("id"), str | int) else None
-            method, params = self._envelope(payload)
+            body = await request.body()
+        except ClientDisconnect:
+            logger.debug("JSON-RPC request | the client went away before its request arrived")
+            return Response(status_code=400)  # nobody reads it
+        request_id: JsonId = None
+        notification = False
+        try:
+            check_json_media_type(request.headers.get("content-type", ""))
+            # The id is read before the caller is authenticated, so that even a 401 answers
+            # the request it refuses; nothing else of the body is acted on until then.
+            parse_error: JSONParseError | None = None
+            payload: Any = None
+            try:
+                payload = parse_json(body)
+            except JSONParseError as exc:
+                parse_error = exc
+            if isinstance(payload, dict):
+                request_id = _request_id(payload)
+            context = await self._edge.context(request)
+            record.owner = context.owner
+            if parse_error is not None:
+                raise parse_error
+            notification = isinstance(payload, dict) and _is_notification(payload)
+            check_depth(payload, limit=self._max_json_depth)
+            name, method, params = self._envelope(payload)
+            record.method, record.task_id = name, _task_id_of(params)
             check_version(request)
-            return await method(params, request_id, request)
+            if notification:
+                await self._notify(name, params, context)
+                return Response(status_code=204)
+            return await method(params, request_id, context)
         except Exception as exc:
             error = as_a2a_error(exc, where="JSON-RPC request")
-            return _response(error_payload(request_id, error))
+            record.outcome = error.reason
+            if isinstance(exc, A2AError):
+                logger.debug(
+                    "JSON-RPC request | refused: code=<%s> | %s", error.code, error.message
+                )
+            if notification:
+                return Response(status_code=204)
+            # Headers too: an overload's Retry-After is worth as much on JSON-RPC as on REST;
+            # and a refusal at the edge (401, 415, 429) keeps its HTTP status.
+            status_code = error.http_status if isinstance(error, EDGE_ERRORS) else 200
+            return _response(error_payload(request_id, error), error.http_headers(), status_code)
 
-    @staticmethod
-    def _parse_body(content_type: str, body: bytes) -> JsonObject:
-        media_type = content_type.split(";")[0].strip().lower()
-        try:
-            payload = json.loads(body)
-        except (ValueError, UnicodeDecodeError) as exc:
-            if media_type not in _JSON_LIKE_TYPES:
-                raise ContentTypeNotSupportedError(
-                    f"Content-Type {media_type!r} is not supported; send application/json"
-                ) from exc
-            raise JSONParseError() from exc
+    async def _notify(self, name: str, params: JsonObject, context: CallContext) -> None:
+        """Run a notification for its effect; its result (or stream) goes nowhere."""
+        name = _NOTIFIED_AS.get(name, name)
+        configuration = params.get("configuration")
+        if name == "SendMessage" and isinstance(configuration, dict | None):
+            configuration = {
+                key: value
+                for key, value in (configuration or {}).items()
+                if key not in ("returnImmediately", "return_immediately")
+            }
+            params = {**params, "configuration": {**configuration, "returnImmediately": True}}
+        await self._methods[name](params, None, context)
+
+    def _envelope(self, payload: Any) -> tuple[str, Method, JsonObject]:
         if isinstance(payload, list):
             raise InvalidRequestError("Batch requests are not supported")
         if not isinstance(payload, dict):
             raise InvalidRequestError("A JSON-RPC request must be a JSON object")
-        return payload
-
-    def _envelope(self, payload: JsonObject) -> tuple[Method, JsonObject]:
         if payload.get("jsonrpc") != "2.0":
             raise InvalidRequestError('"jsonrpc" must be "2.0"')
         request_id = payload.get("id")
@@ -127,13 +202,13 @@ class JsonRpcBinding:
             params = {}
         if not isinstance(params, dict):
             raise InvalidParamsError('"params" must be an object')
-        return method, params
+        return method_name, method, params
 
     def _unary(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
         """A method with one JSON result: params in, the operation's result out."""
 
-        async def method(params: JsonObject, request_id: JsonId, _: Request) -> Response:
-            return self._result(request_id, await operation(params, owner=ANONYMOUS))
+        async def method(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:
+            return self._result(request_id, await operation(params, context=context))
 
         return method
 
@@ -142,29 +217,24 @@ class JsonRpcBinding:
         return _response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _send_message(
-        self, params: JsonObject, request_id: JsonId, request: Request
+        self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
-        trace = trace_headers(request.headers)
-        result = await self._operations.send_message(params, owner=ANONYMOUS, trace=trace)
+        result = await self._operations.send_message(params, context=context)
         return self._result(request_id, result)
 
     async def _send_streaming_message(
-        self, params: JsonObject, request_id: JsonId, request: Request
+        self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
-        trace = trace_headers(request.headers)
-        entries = await self._operations.stream_message(params, owner=ANONYMOUS, trace=trace)
+        entries = await self._operations.stream_message(params, context=context)
         return self._stream(request_id, entries)
 
     async def _subscribe_to_task(
-        self, params: JsonObject, request_id: JsonId, request: Request
+        self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
-        entries = await self._operations.subscribe(
-            params, owner=ANONYMOUS, last_event_id=request.headers.get("last-event-id")
-        )
+        entries = await self._operations.subscribe(params, context=context)
         return self._stream(request_id, entries)
 
-    @staticmethod
-    def _stream(request_id: JsonId, entries: Any) -> Response:
+    def _stream(self, request_id: JsonId, entries: Any) -> Response:
         return event_stream(
             entries,
             render=lambda entry: {
@@ -173,4 +243,5 @@ class JsonRpcBinding:
                 "result": render_event(entry.event),
             },
             render_error=lambda error: {"data": dumps(error_payload(request_id, error))},
+            metrics=self._metrics,
         )

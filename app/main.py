@@ -10,12 +10,17 @@ import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
 from typing import Any
+from urllib.parse import urlsplit
 
 from fastapi import FastAPI
-from starlette.responses import JSONResponse
+from starlette.exceptions import HTTPException
+from starlette.responses import JSONResponse, Response
+from starlette.types import ASGIApp, Scope
 
+from agent.admission import Slots
 from agent.agent import Agent
 from agent.builtin_tools import BUILTIN_TOOLS
+from agent.control_tools import ASK_USER, FINISH
 from agent.demo_model import DemoModel
 from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
 from agent.litellm_client import LiteLLMClient
@@ -24,15 +29,25 @@ from agent.loop import AgentLoop
 from agent.runner import TaskRunner
 from agent.supervisor import TurnSupervisor
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
-from app.card import AgentCardEndpoint, build_card, package_version
+from app.auth import build_authenticator, is_loopback_host
+from app.card import AgentCardEndpoint, package_version
+from app.drain import Drain
+from app.edge import Edge
+from app.errors import A2AError
 from app.handler import RequestHandler
-from app.jsonrpc import JsonRpcBinding
+from app.http_guard import default_error_response, guard
+from app.jsonrpc import JsonRpcBinding, error_payload
+from app.limits import RequestLimits
+from app.logs import log_malformed_http_at_debug
+from app.metrics import Metrics
 from app.openapi import build_openapi
 from app.operations import Operations
-from app.rest import RestBinding, not_found
+from app.rest import RestBinding, framework_error
 from app.settings import Settings
+from app.telemetry import instrument, start_tracing, stop_tracing
 from stores.base import StoreSet, StoreUnavailable
 from stores.memory import InMemoryStores
+from stores.rate_limit import RateLimit, RateLimiter
 
 logger = logging.getLogger(__name__)
 
@@ -52,13 +67,55 @@ def build_llm(settings: Settings) -> LLMClient:
 
 def build_stores(settings: Settings) -> StoreSet:
     if not settings.redis_url:
-        return InMemoryStores.create(ttl_s=settings.task_ttl_s)
+        return InMemoryStores.create(
+            ttl_s=settings.task_ttl_s, max_tasks=settings.a2a_memory_max_tasks
+        )
     # Imported here so the embedded default never loads the Redis client.
     from stores.redis_stores import create_redis_stores
 
     return create_redis_stores(
-        settings.redis_url, prefix=settings.redis_key_prefix, ttl_s=settings.task_ttl_s
+        settings.redis_url,
+        prefix=settings.redis_key_prefix,
+        ttl_s=settings.task_ttl_s,
+        max_running_turns=settings.a2a_max_running_turns,
+        max_streams=settings.a2a_max_streams,
+        command_timeout_s=settings.redis_command_timeout_s,
     )
+
+
+def describe_stores(settings: Settings) -> str:
+    """The store backend for the startup log: `stores=<memory>`, or Redis with its address (the
+    scheme, host, port and database only: never the credentials)."""
+    if not settings.redis_url:
+        return "stores=<memory>"
+    url = urlsplit(settings.redis_url)
+    try:
+        where = f"{url.hostname or 'localhost'}:{url.port or 6379}"
+    except ValueError:  # an unreadable port: say so rather than echo the URL
+        where = "?"
+    return f"stores=<redis>, url=<{url.scheme}://{where}{url.path or '/0'}>"
+
+
+def build_rate_limiter(settings: Settings, stores: StoreSet) -> RateLimiter | None:
+    """A2A_RATE_LIMIT per principal, on the task stores' backend (Redis: one bucket across every
+    replica); None when unset."""
+    if not settings.a2a_rate_limit:
+        return None
+    return stores.rate_limiter(RateLimit.parse(settings.a2a_rate_limit))
+
+
+def _guard_error_response(scope: Scope, error: A2AError) -> Response:
+    """A refusal by the HTTP guard in the shape of the binding the client speaks: a JSON-RPC
+    error at `POST /`, an AIP-193 body everywhere else (both with the HTTP status)."""
+    if scope.get("path") == "/" and scope.get("method") == "POST":
+        return JSONResponse(
+            error_payload(None, error), error.http_status, headers=error.http_headers()
+        )
+    return default_error_response(scope, error)
+
+
+def _guarded(app: ASGIApp, *, settings: Settings) -> ASGIApp:
+    return guard(app, settings, respond=_guard_error_response)
 
 
 def create_app(
@@ -68,7 +125,11 @@ def create_app(
     hooks: list[Hooks] | None = None,
     llm: LLMClient | None = None,
 ) -> FastAPI:
-    """Build the server. An embedding program may add tools and hooks, or its own model client."""
+    """Build the server. An embedding program may add tools and hooks, or its own model client.
+
+    Refuses unsafe authentication settings (AuthConfigurationError): see app.auth.
+    """
+    authenticator = build_authenticator(settings)
     function_tools = load_tool_functions(settings.agent_tools) + [
         FunctionTool(function) for function in tools or []
     ]
@@ -80,8 +141,10 @@ def create_app(
         timeout_s=settings.agent_tool_timeout_s,
     )
     llm_client = llm or build_llm(settings)
+    metrics = Metrics(tools=[tool.name for tool in toolbox.tools] + [ASK_USER, FINISH])
     stores = build_stores(settings)
     tasks, messages, checkpoints = stores.tasks, stores.messages, stores.checkpoints
+    edge = Edge(authenticator, rate_limiter=build_rate_limiter(settings, stores))
     registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
     if settings.agent_tools_requiring_approval:
         registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
@@ -98,6 +161,9 @@ def create_app(
         max_messages=settings.agent_history_max_messages,
     )
     agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
+    # Per-principal shares need principals: without authentication every caller is the one
+    # anonymous owner, and the replica-wide limits are the ones that apply.
+    per_principal = authenticator.required
     runner = TaskRunner(
         agent,
         tasks=tasks,
@@ -106,9 +172,23 @@ def create_app(
         leases=stores.leases,
         holder=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
         lease_ttl_s=settings.lease_ttl_s,
+        max_running_turns=settings.a2a_max_running_turns,
+        max_turns_per_owner=settings.a2a_max_turns_per_principal if per_principal else None,
+        observer=metrics,
     )
     supervisor = TurnSupervisor(runner, tasks=tasks, checkpoints=checkpoints)
-    handler = RequestHandler(tasks=tasks, messages=messages, runner=runner)
+    drain = Drain()
+    handler = RequestHandler(
+        tasks=tasks,
+        messages=messages,
+        runner=runner,
+        streams=Slots(
+            settings.a2a_max_streams,
+            what="open streams and blocking sends",
+            per_key=settings.a2a_max_streams_per_principal if per_principal else None,
+        ),
+        drain=drain,
+    )
     model_ready = asyncio.Event()
 
     @asynccontextmanager
@@ -120,15 +200,34 @@ def create_app(
             )
         else:
             logger.info("model=<%s> | using LiteLLM", settings.llm_model)
+        if authenticator.required:
+            logger.info("%s", authenticator.describe())
+        elif settings.a2a_auth == "none":
+            logger.warning(
+                "%s | A2A_AUTH=none: every client is served without authentication",
+                authenticator.describe(),
+            )
+        elif is_loopback_host(settings.a2a_host):
+            logger.warning(
+                "%s | no authentication is configured: serving the loopback address %s only;"
+                " set A2A_API_KEYS or A2A_JWT_JWKS_URL before serving a network",
+                authenticator.describe(),
+                settings.a2a_host,
+            )
+        logger.info("%s | task stores", describe_stores(settings))
+        tracer_provider = start_tracing(settings, version=package_version())
         warm_up = asyncio.create_task(_warm_up(llm_client, model_ready))
         supervisor.start()
         try:
             yield
         finally:
+            drain.start()  # already started by a signal, unless something else stops the app
             warm_up.cancel()
             await supervisor.stop()
             await runner.shutdown()
             await stores.aclose()
+            await edge.aclose()
+            stop_tracing(tracer_provider)
 
     app = FastAPI(
         title="a2a-agent-server",
@@ -137,15 +236,23 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    card = AgentCardEndpoint(build_card(settings, toolbox.tools))
+    card = AgentCardEndpoint(settings, toolbox.tools)
     app.add_api_route(
         "/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False
     )
     app.add_api_route("/.well-known/agent.json", card, methods=["GET"], include_in_schema=False)
-    operations = Operations(handler)
-    app.add_api_route("/", JsonRpcBinding(operations), methods=["POST"], include_in_schema=False)
-    app.router.routes.extend(RestBinding(operations).routes())
-    app.add_exception_handler(404, not_found)
+    operations = Operations(handler, limits=RequestLimits.from_settings(settings))
+    depth = settings.a2a_max_json_depth
+    jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.add_api_route("/", jsonrpc, methods=["POST"], include_in_schema=False)
+    rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.router.routes.extend(rest.routes())
+    # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
+    app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
+    # Outermost: Host, Origin and body size are checked before any route runs.
+    app.add_middleware(_guarded, settings=settings)
+    app.add_exception_handler(HTTPException, framework_error)
+    log_malformed_http_at_debug()
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:
@@ -153,7 +260,9 @@ def create_app(
 
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
-        """Ready when the stores answer and the model adapter is loaded."""
+        """Ready when not draining, the stores answer, and the model adapter is loaded."""
+        if drain.started:
+            return JSONResponse({"status": "draining"}, 503)
         try:
             await stores.ping()
         except StoreUnavailable:
@@ -162,10 +271,13 @@ def create_app(
             return JSONResponse({"status": "starting", "model": "loading"}, 503)
         return JSONResponse({"status": "ready"})
 
+    instrument(app, settings)  # request spans, outermost (only when tracing is on)
     document = build_openapi()
     app.openapi = lambda: document  # type: ignore[method-assign]
     app.state.settings = settings
     app.state.handler = handler
+    app.state.metrics = metrics
+    app.state.drain = drain  # started by the server on SIGTERM (app.cli.DrainingServer)
     return app
 
 

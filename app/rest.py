@@ -1,32 +1,40 @@
 """The HTTP+JSON (REST) binding of A2A 1.0: the same operations on resource routes.
 
 Errors are AIP-193 bodies `{"error": {code, status, message, details}}` with the A2A 1.0.1 HTTP
-status of each error; a request body that is not JSON gets 415.
+status of each error; a request body that is not JSON gets 415. Errors the framework raises
+outside the bindings (no route, method not allowed) get the shape of the binding the client was
+speaking: a JSON-RPC error under `/`, an AIP-193 body everywhere else.
 """
 
 from __future__ import annotations
 
-import json
-from collections.abc import Awaitable, Callable
+import logging
+from collections.abc import Awaitable, Callable, Mapping
 from typing import Any
 
-from starlette.requests import Request
+from starlette.exceptions import HTTPException
+from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.call_context import CallContext
+from app.edge import Edge
 from app.errors import (
     A2AError,
     InvalidParamsError,
     MethodNotFoundError,
     as_a2a_error,
+    http_error,
 )
-from app.jsonrpc import check_version
-from app.operations import JsonObject, Operations, trace_headers
+from app.json_body import check_depth, check_json_media_type, parse_json
+from app.jsonrpc import check_version, error_payload
+from app.metrics import Metrics, RequestRecord
+from app.operations import JsonObject, Operations
 from app.sse import dumps, event_stream
 from app.wire_v1 import render_event
-from stores.base import ANONYMOUS
 
-_JSON_TYPES = ("application/json", "application/a2a+json", "")
+logger = logging.getLogger(__name__)
+
 LIST_QUERY = (
     "contextId",
     "status",
@@ -38,18 +46,10 @@ LIST_QUERY = (
 )
 
 
-class UnsupportedMediaType(A2AError):
-    code = -32005
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
-    default_message = "Send the request body as application/json"
-    http_status = 415
-    status = "INVALID_ARGUMENT"
-
-
-def error_body(error: A2AError) -> JsonObject:
+def error_body(error: A2AError, *, http_status: int | None = None) -> JsonObject:
     return {
         "error": {
-            "code": error.http_status,
+            "code": http_status or error.http_status,
             "status": error.status,
             "message": error.message,
             "details": error.details(),
@@ -57,137 +57,197 @@ def error_body(error: A2AError) -> JsonObject:
     }
 
 
-async def not_found(request: Request, exc: Exception) -> Response:
-    """Unknown routes answer with an AIP-193 body too."""
-    error = MethodNotFoundError(f"{request.method} {request.url.path} is not a route")
-    return _json(error_body(error), request, error.http_status)
+async def framework_error(request: Request, exc: Exception) -> Response:
+    """An HTTP error raised by the framework (404, 405 with its `Allow` header, ...)."""
+    status_code = exc.status_code if isinstance(exc, HTTPException) else 500
+    headers = exc.headers if isinstance(exc, HTTPException) else None
+    if status_code == 405:
+        message = f"{request.method} is not allowed on {request.url.path}"
+        if headers and "Allow" in headers:
+            message += f"; allowed: {headers['Allow']}"
+    elif status_code == 404:
+        message = f"{request.method} {request.url.path} is not a route"
+    else:
+        message = str(getattr(exc, "detail", "")) or "Invalid request"
+    error = http_error(status_code, message)
+    logger.debug("%s %s | refused: status=<%s>", request.method, request.url.path, status_code)
+    if request.url.path == "/":
+        payload = error_payload(None, error)
+        return Response(dumps(payload), status_code, headers=headers, media_type="application/json")
+    return _json(error_body(error, http_status=status_code), request, status_code, headers)
 
 
-def _json(payload: JsonObject, request: Request, status_code: int = 200) -> Response:
+def _json(
+    payload: JsonObject,
+    request: Request,
+    status_code: int = 200,
+    headers: Mapping[str, str] | None = None,
+) -> Response:
     # Mirror the client's media type: a2a+json when it used it, plain JSON otherwise.
     wants_a2a = "application/a2a+json" in (
         request.headers.get("content-type", "") + request.headers.get("accept", "")
     )
     media_type = "application/a2a+json" if wants_a2a else "application/json"
-    return Response(dumps(payload), status_code=status_code, media_type=media_type)
+    return Response(dumps(payload), status_code, headers=headers, media_type=media_type)
+
+
+Endpoint = Callable[[Request, CallContext], Awaitable[Response]]
 
 
 def _guarded(
-    endpoint: Callable[[Request], Awaitable[Response]],
+    edge: Edge, endpoint: Endpoint, *, metrics: Metrics, method: str
 ) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint, once the caller is authenticated and within its rate (one call context per
+    request), with every failure rendered as an AIP-193 error; counted as `method`."""
+
     async def guarded(request: Request) -> Response:
+        with metrics.request("rest") as record:
+            record.method = method
+            return await serve(request, record)
+
+    async def serve(request: Request, record: RequestRecord) -> Response:
+        where = f"REST {request.method} {request.url.path}"
+        ref = request.path_params.get("ref")
+        if isinstance(ref, str):
+            task_id, _, action = ref.partition(":")
+            record.task_id = task_id
+            record.method = _REST_ACTIONS.get((request.method, action), method)
         try:
+            context = await edge.context(request)
+            record.owner = context.owner
             check_version(request)
-            return await endpoint(request)
+            return await endpoint(request, context)
+        except ClientDisconnect:
+            logger.debug("%s | the client went away before its request arrived", where)
+            return Response(status_code=400)  # nobody reads it
         except Exception as exc:
-            error = as_a2a_error(exc, where=f"REST {request.method} {request.url.path}")
-            return _json(error_body(error), request, error.http_status)
+            error = as_a2a_error(exc, where=where)
+            record.outcome = error.reason
+            if isinstance(exc, A2AError):
+                logger.debug(
+                    "%s | refused: status=<%s> | %s", where, error.http_status, error.message
+                )
+            return _json(error_body(error), request, error.http_status, error.http_headers())
 
     return guarded
-
-
-async def _body(request: Request) -> JsonObject:
-    media_type = request.headers.get("content-type", "").split(";")[0].strip().lower()
-    if media_type not in _JSON_TYPES:
-        raise UnsupportedMediaType(f"Content-Type {media_type!r} is not supported")
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    try:
-        payload = json.loads(raw)
-    except (ValueError, UnicodeDecodeError) as exc:
-        raise InvalidParamsError("The request body is not valid JSON") from exc
-    if not isinstance(payload, dict):
-        raise InvalidParamsError("The request body must be a JSON object")
-    return payload
 
 
 def _query(request: Request, names: tuple[str, ...]) -> JsonObject:
     return {name: request.query_params[name] for name in names if name in request.query_params}
 
 
+_REST_ACTIONS = {
+    ("GET", "subscribe"): "SubscribeToTask",
+    ("POST", "subscribe"): "SubscribeToTask",
+    ("POST", "cancel"): "CancelTask",
+}
+"""The method a `/tasks/{id}:action` route serves (for metrics and logs)."""
+
+
 class RestBinding:
-    def __init__(self, operations: Operations) -> None:
+    def __init__(
+        self,
+        operations: Operations,
+        edge: Edge,
+        *,
+        max_json_depth: int = 32,
+        metrics: Metrics | None = None,
+    ) -> None:
         self._operations = operations
+        self._edge = edge
+        self._max_json_depth = max_json_depth
+        self._metrics = metrics or Metrics()
 
     def routes(self) -> list[Route]:
+        def guarded(endpoint: Endpoint, method: str) -> Callable[[Request], Awaitable[Response]]:
+            return _guarded(self._edge, endpoint, metrics=self._metrics, method=method)
+
         return [
-            Route("/message:send", _guarded(self._send), methods=["POST"]),
-            Route("/message:stream", _guarded(self._stream), methods=["POST"]),
-            Route("/tasks", _guarded(self._list), methods=["GET"]),
-            Route("/tasks/{ref}", _guarded(self._task_get), methods=["GET"]),
-            Route("/tasks/{ref}", _guarded(self._task_post), methods=["POST"]),
+            Route("/message:send", guarded(self._send, "SendMessage"), methods=["POST"]),
+            Route(
+                "/message:stream", guarded(self._stream, "SendStreamingMessage"), methods=["POST"]
+            ),
+            Route("/tasks", guarded(self._list, "ListTasks"), methods=["GET"]),
+            Route("/tasks/{ref}", guarded(self._task_get, "GetTask"), methods=["GET"]),
+            Route("/tasks/{ref}", guarded(self._task_post, "unknown"), methods=["POST"]),
             Route(
                 "/tasks/{ref}/pushNotificationConfigs",
-                _guarded(self._push_config),
+                guarded(self._push_config, "PushNotificationConfig"),
                 methods=["GET", "POST"],
             ),
             Route(
                 "/tasks/{ref}/pushNotificationConfigs/{config_id}",
-                _guarded(self._push_config),
+                guarded(self._push_config, "PushNotificationConfig"),
                 methods=["GET", "DELETE"],
             ),
-            Route("/extendedAgentCard", _guarded(self._extended_card), methods=["GET"]),
+            Route(
+                "/extendedAgentCard",
+                guarded(self._extended_card, "GetExtendedAgentCard"),
+                methods=["GET"],
+            ),
         ]
 
-    async def _push_config(self, request: Request) -> Response:
-        return _json(await self._operations.push_config({}, owner=ANONYMOUS), request)
+    async def _push_config(self, request: Request, context: CallContext) -> Response:
+        return _json(await self._operations.push_config({}, context=context), request)
 
-    async def _extended_card(self, request: Request) -> Response:
-        return _json(await self._operations.extended_card({}, owner=ANONYMOUS), request)
+    async def _extended_card(self, request: Request, context: CallContext) -> Response:
+        return _json(await self._operations.extended_card({}, context=context), request)
 
-    async def _send(self, request: Request) -> Response:
-        result = await self._operations.send_message(
-            await _body(request), owner=ANONYMOUS, trace=trace_headers(request.headers)
-        )
+    async def _send(self, request: Request, context: CallContext) -> Response:
+        result = await self._operations.send_message(await self._body(request), context=context)
         return _json(result, request)
 
-    async def _stream(self, request: Request) -> Response:
-        entries = await self._operations.stream_message(
-            await _body(request), owner=ANONYMOUS, trace=trace_headers(request.headers)
-        )
+    async def _stream(self, request: Request, context: CallContext) -> Response:
+        entries = await self._operations.stream_message(await self._body(request), context=context)
         return self._sse(entries)
 
-    async def _list(self, request: Request) -> Response:
+    async def _list(self, request: Request, context: CallContext) -> Response:
         params = _query(request, LIST_QUERY)  # the params model parses "true"/"false" itself
-        return _json(await self._operations.list_tasks(params, owner=ANONYMOUS), request)
+        return _json(await self._operations.list_tasks(params, context=context), request)
 
-    async def _task_get(self, request: Request) -> Response:
+    async def _task_get(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)
         if action == "subscribe":
-            return await self._subscribe(request, task_id)
+            return await self._subscribe(task_id, context)
         if action:
             raise MethodNotFoundError(f"GET /tasks/{{id}}:{action} is not a route")
         params = {"id": task_id, **_query(request, ("historyLength",))}
-        return _json(await self._operations.get_task(params, owner=ANONYMOUS), request)
+        return _json(await self._operations.get_task(params, context=context), request)
 
-    async def _task_post(self, request: Request) -> Response:
+    async def _task_post(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)
         if action == "cancel":
-            body = await _body(request)
+            body = await self._body(request)
             params = {"id": task_id, "metadata": body.get("metadata")}
-            return _json(await self._operations.cancel_task(params, owner=ANONYMOUS), request)
+            return _json(await self._operations.cancel_task(params, context=context), request)
         if action == "subscribe":
-            return await self._subscribe(request, task_id)
+            return await self._subscribe(task_id, context)
         raise MethodNotFoundError(f"POST /tasks/{{id}}:{action or ''} is not a route")
 
-    async def _subscribe(self, request: Request, task_id: str) -> Response:
-        entries = await self._operations.subscribe(
-            {"id": task_id},
-            owner=ANONYMOUS,
-            last_event_id=request.headers.get("last-event-id"),
-        )
+    async def _subscribe(self, task_id: str, context: CallContext) -> Response:
+        entries = await self._operations.subscribe({"id": task_id}, context=context)
         return self._sse(entries)
+
+    async def _body(self, request: Request) -> JsonObject:
+        check_json_media_type(request.headers.get("content-type", ""))
+        raw = await request.body()
+        if not raw.strip():
+            return {}
+        payload = parse_json(raw)
+        check_depth(payload, limit=self._max_json_depth)
+        if not isinstance(payload, dict):
+            raise InvalidParamsError("The request body must be a JSON object")
+        return payload
 
     @staticmethod
     def _split(request: Request) -> tuple[str, str]:
         task_id, _, action = request.path_params["ref"].partition(":")
         return task_id, action
 
-    @staticmethod
-    def _sse(entries: Any) -> Response:
+    def _sse(self, entries: Any) -> Response:
         return event_stream(
             entries,
             render=lambda entry: render_event(entry.event),
             render_error=lambda error: {"event": "error", "data": dumps(error_body(error))},
+            metrics=self._metrics,
         )

@@ -7,6 +7,9 @@ from typing import Annotated, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from agent.outbound import OutboundPolicy
+from stores.rate_limit import RateLimit
+
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
@@ -15,7 +18,13 @@ class Settings(BaseSettings):
     a2a_port: int = Field(8000, ge=0, le=65535, description="Port the server listens on.")
     a2a_public_url: str | None = Field(
         None,
-        description="Base URL clients use to reach the server (agent card); default http://<host>:<port>.",
+        description="Base URL clients use to reach the server (agent card); unset = the URL of"
+        " each card request (scheme and `Host`), never the bind address.",
+    )
+    a2a_trust_forwarded: bool = Field(
+        False,
+        description="Behind a reverse proxy: take the card's URL from `X-Forwarded-Proto`,"
+        " `-Host` and `-Prefix`, and the scheme and client address from the proxy's headers.",
     )
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
@@ -87,9 +96,160 @@ class Settings(BaseSettings):
     task_ttl_s: int = Field(
         7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
     )
+    a2a_max_running_turns: int = Field(
+        64,
+        ge=1,
+        description="Turns running at once on this replica; more sends are refused (503, retry).",
+    )
+    a2a_max_streams: int = Field(
+        1000,
+        ge=1,
+        description="Open streams and blocking sends on this replica; more are refused (503).",
+    )
+    a2a_max_json_depth: int = Field(
+        32,
+        ge=4,
+        le=128,  # the stores read back (pydantic's JSON reader) to about 190 levels
+        description="Deepest nesting of JSON objects and arrays in a request (-32602 beyond).",
+    )
+    a2a_max_parts: int = Field(100, ge=1, description="Parts in one message (-32602 / 400 beyond).")
+    a2a_max_text_chars: int = Field(
+        100_000, ge=1, description="Characters in one text part (-32602 / 400 beyond)."
+    )
+    a2a_max_file_bytes: int = Field(
+        5 * 1024 * 1024,
+        ge=1,
+        description="Bytes of one inline file part (`raw`, decoded; -32602 / 400 beyond).",
+    )
+    a2a_max_metadata_bytes: int = Field(
+        16 * 1024,
+        ge=2,
+        description="Bytes of one `metadata` object, as compact JSON (-32602 / 400 beyond).",
+    )
+    a2a_max_history_length: int = Field(
+        1000,
+        ge=1,
+        description="Largest `historyLength` a request may ask for (-32602 / 400 beyond).",
+    )
+    a2a_max_streams_per_principal: int = Field(
+        100,
+        ge=1,
+        description="Open streams and blocking sends of one principal on this replica"
+        " (503 beyond).",
+    )
+    a2a_max_turns_per_principal: int = Field(
+        16,
+        ge=1,
+        description="Turns of one principal running at once on this replica (503 beyond).",
+    )
+    a2a_max_connections: int = Field(
+        1000,
+        ge=1,
+        description="Concurrent connections (and requests) this replica serves; beyond, 503.",
+    )
+    a2a_body_timeout_s: float = Field(
+        30.0,
+        gt=0,
+        description="A request body that stops arriving for this long is refused (408).",
+    )
+    a2a_header_timeout_s: float = Field(
+        10.0,
+        gt=0,
+        description="A connection whose request headers are not complete after this long"
+        " is closed.",
+    )
+    a2a_keep_alive_timeout_s: int = Field(
+        5, ge=1, description="An idle keep-alive connection is closed after this many seconds."
+    )
+    a2a_max_header_bytes: int = Field(
+        16 * 1024,
+        ge=1024,
+        description="Largest request line and headers in bytes; beyond, the connection gets 400.",
+    )
+    a2a_memory_max_tasks: int = Field(
+        10_000,
+        ge=1,
+        description="Tasks the in-memory store keeps; beyond, the oldest ended ones are dropped"
+        " (503 if none has ended).",
+    )
+    redis_command_timeout_s: float = Field(
+        1.5,
+        gt=0,
+        description="A Redis command without an answer after this long fails (store unavailable).",
+    )
+    a2a_auth: Literal["auto", "none"] = Field(
+        "auto",
+        description="`auto`: require the credentials configured below (with none configured, only"
+        " a loopback address may be served); `none`: serve without authentication on purpose.",
+    )
+    a2a_api_keys: SecretStr | None = Field(
+        None,
+        description="Comma-separated API keys, each `principal:key` or `principal:sha256:<hex>`;"
+        " clients send `Authorization: Bearer <key>` or `X-API-Key: <key>`.",
+    )
+    a2a_jwt_jwks_url: str | None = Field(
+        None, description="JWKS URL of the identity provider whose bearer JWTs are accepted."
+    )
+    a2a_jwt_issuer: str | None = Field(
+        None, description="The `iss` bearer JWTs must have (required with A2A_JWT_JWKS_URL)."
+    )
+    a2a_jwt_audience: str | None = Field(
+        None, description="The `aud` bearer JWTs must have (required with A2A_JWT_JWKS_URL)."
+    )
+    a2a_rate_limit: str | None = Field(
+        None,
+        description="Requests per principal, e.g. `60/minute` (a token bucket, in Redis when"
+        " REDIS_URL is set: 429 beyond); unset = no limit.",
+    )
+    a2a_max_body_bytes: int = Field(
+        10 * 1024 * 1024,
+        ge=1024,
+        description="Largest request body in bytes; a larger one gets 413 before it is read.",
+    )
+    a2a_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated `Host` names served (`*.example.com`, `*` = any); unset ="
+        " the public URL's host, plus loopback names when bound to loopback. IP addresses"
+        " always pass.",
+    )
+    a2a_cors_origins: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated browser origins allowed to call the server (CORS); unset ="
+        " none.",
+    )
+    a2a_outbound_allow: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated networks (CIDR) or host names outgoing requests may reach"
+        " although loopback, private or link-local (refused otherwise).",
+    )
+    a2a_outbound_timeout_s: float = Field(
+        10.0, gt=0, description="Timeout of each phase of an outgoing request (connect, read)."
+    )
+    a2a_outbound_max_response_bytes: int = Field(
+        10 * 1024 * 1024, ge=1, description="Largest response body an outgoing request accepts."
+    )
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
+    log_format: Literal["text", "json"] = Field(
+        "text", description="Log lines as text, or one JSON object per line (`json`)."
+    )
+    otel_exporter_otlp_endpoint: str | None = Field(
+        None,
+        description="OTLP/HTTP collector URL: traces are exported there (the SDK reads the"
+        " other `OTEL_*` variables); unset = no tracing.",
+    )
+    otel_exporter_otlp_traces_endpoint: str | None = Field(
+        None, description="OTLP/HTTP URL for traces only (full path, e.g. `.../v1/traces`)."
+    )
 
-    @field_validator("agent_tools", "agent_hooks", "agent_tools_requiring_approval", mode="before")
+    @field_validator(
+        "agent_tools",
+        "agent_hooks",
+        "agent_tools_requiring_approval",
+        "a2a_allowed_hosts",
+        "a2a_cors_origins",
+        "a2a_outbound_allow",
+        mode="before",
+    )
     @classmethod
     def _split_references(cls, value: object) -> object:
         if isinstance(value, str):
@@ -103,17 +263,28 @@ class Settings(BaseSettings):
             raise ValueError("REDIS_URL must start with redis:// or rediss://")
         return value
 
+    @field_validator("a2a_outbound_allow")
+    @classmethod
+    def _outbound_allow_entries(cls, value: list[str]) -> list[str]:
+        OutboundPolicy.parse(value)  # raises ValueError naming the entry that is neither form
+        return value
+
+    @field_validator("a2a_rate_limit")
+    @classmethod
+    def _rate_limit_format(cls, value: str | None) -> str | None:
+        if value is not None:
+            RateLimit.parse(value)  # raises ValueError with the accepted forms
+        return value
+
     @property
-    def public_url(self) -> str:
-        # No trailing slash: clients append REST paths to it (`<url>/message:send`).
-        if self.a2a_public_url:
-            return self.a2a_public_url.rstrip("/")
-        host = self.a2a_host
-        if host in ("0.0.0.0", "::", ""):
-            host = "127.0.0.1"
-        if ":" in host:
-            host = f"[{host}]"
-        return f"http://{host}:{self.a2a_port}"
+    def public_url(self) -> str | None:
+        """A2A_PUBLIC_URL without a trailing slash (clients append REST paths to it:
+        `<url>/message:send`); None when unset (the card then names each request's URL)."""
+        return self.a2a_public_url.rstrip("/") if self.a2a_public_url else None
+
+    @property
+    def tracing_enabled(self) -> bool:
+        return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_traces_endpoint)
 
     @property
     def uses_demo_model(self) -> bool:

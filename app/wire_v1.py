@@ -9,10 +9,10 @@ from __future__ import annotations
 from datetime import datetime
 from typing import Any
 
-from pydantic import BaseModel, ConfigDict, Field
+from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from stores.base import TaskPage
+from app.limits import RequestLimits
 from stores.models import (
     ArtifactUpdate,
     Message,
@@ -23,14 +23,32 @@ from stores.models import (
     TaskState,
 )
 
+_DEFAULT_LIMITS = RequestLimits()
+
+
+def limits_of(info: ValidationInfo) -> RequestLimits:
+    """The limits validation runs under: `model_validate(params, context=limits)`."""
+    return info.context if isinstance(info.context, RequestLimits) else _DEFAULT_LIMITS
+
 
 class WireParams(BaseModel):
     model_config = ConfigDict(alias_generator=to_camel, populate_by_name=True, extra="ignore")
 
 
-class SendMessageConfiguration(WireParams):
-    accepted_output_modes: list[str] | None = None
+class HistoryLengthCapped(WireParams):
+    """Params with a `historyLength`, capped at A2A_MAX_HISTORY_LENGTH."""
+
     history_length: int | None = Field(None, ge=0)
+
+    @field_validator("history_length")
+    @classmethod
+    def _history_length_cap(cls, value: int | None, info: ValidationInfo) -> int | None:
+        limits_of(info).check_history_length(value)
+        return value
+
+
+class SendMessageConfiguration(HistoryLengthCapped):
+    accepted_output_modes: list[str] | None = None
     return_immediately: bool = False
     task_push_notification_config: dict[str, Any] | None = None
 
@@ -41,20 +59,25 @@ class SendMessageParams(WireParams):
     metadata: dict[str, Any] | None = None
     tenant: str | None = None
 
+    @model_validator(mode="before")
+    @classmethod
+    def _within_limits(cls, data: Any, info: ValidationInfo) -> Any:
+        # On the raw JSON, before any part is validated: refusing costs no more than the parse.
+        limits_of(info).check_message_params(data)
+        return data
 
-class TaskIdParams(WireParams):
+
+class TaskIdParams(HistoryLengthCapped):
     id: str = Field(min_length=1)
-    history_length: int | None = Field(None, ge=0)
     metadata: dict[str, Any] | None = None
     tenant: str | None = None
 
 
-class ListTasksParams(WireParams):
+class ListTasksParams(HistoryLengthCapped):
     context_id: str | None = None
     status: TaskState | None = None
     page_size: int | None = Field(None, ge=1, le=100)
     page_token: str | None = None
-    history_length: int | None = Field(None, ge=0)
     status_timestamp_after: datetime | None = None
     include_artifacts: bool = False
     tenant: str | None = None
@@ -87,17 +110,3 @@ def render_event(event: TaskEvent) -> dict[str, Any]:
             return {"statusUpdate": _dump(event)}
         case ArtifactUpdate():
             return {"artifactUpdate": _dump(event)}
-
-
-def render_task_page(
-    page: TaskPage, *, page_size: int, history_length: int | None, include_artifacts: bool
-) -> dict[str, Any]:
-    return {
-        "tasks": [
-            render_task(task, history_length=history_length, include_artifacts=include_artifacts)
-            for task in page.tasks
-        ],
-        "nextPageToken": page.next_page_token,
-        "pageSize": page_size,
-        "totalSize": page.total_size,
-    }

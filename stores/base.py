@@ -11,6 +11,7 @@ from datetime import datetime
 from typing import Protocol
 
 from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskState
+from stores.rate_limit import RateLimit, RateLimiter
 
 ANONYMOUS = "anonymous"
 """The owner of every resource until authentication exists."""
@@ -24,6 +25,13 @@ class StoreUnavailable(StoreError):
     """The backend cannot be reached; the request may be retried later."""
 
 
+class StoreFull(StoreError):
+    """The store holds as many tasks as it may and none can be dropped (all are active): a new
+    task is refused; retrying once tasks have ended may succeed."""
+
+    retry_after_s = 5
+
+
 class TaskGone(StoreError):
     """Publishing to a task that does not exist (it expired, or never did)."""
 
@@ -32,8 +40,38 @@ class StateConflict(StoreError):
     """A compare-and-set publish found the task in another state than expected."""
 
 
+class LeaseLost(StoreError):
+    """A fenced write from a holder that no longer holds the task's lease (another process took
+    the turn over): nothing was written, and the writer must stop its turn."""
+
+    def __init__(self, task_id: str, fence: Fence) -> None:
+        super().__init__(f"task {task_id!r}: lease epoch {fence.epoch} is no longer held")
+
+
 class InvalidPageToken(StoreError):
     """A list page token that this store did not issue."""
+
+
+class TaskUnreadable(StoreError):
+    """A stored task that cannot be loaded (corrupt, or written by a version with other limits)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} is stored but cannot be read")
+        self.task_id = task_id
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who may write a task's turn: the lease holder and the lease's epoch.
+
+    Every acquire of a task's lease gives a larger epoch. A write that carries a fence is made
+    only if the lease still has that holder and that epoch, checked in the same atomic step as the
+    write; so a process that lost its lease (paused, partitioned, starved) cannot write, however
+    late it wakes up: it gets LeaseLost instead.
+    """
+
+    holder: str
+    epoch: int
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -67,11 +105,17 @@ class TaskStore(ABC):
 
     @abstractmethod
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
-        """Return the task, or None if it does not exist or is not the owner's."""
+        """Return the task, or None if it does not exist or is not the owner's.
+
+        Raises TaskUnreadable if it exists but cannot be loaded.
+        """
 
     @abstractmethod
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
-        """The owner's tasks, newest status first, one page at a time."""
+        """The owner's tasks, newest status first, one page at a time.
+
+        A task that cannot be loaded is left out of the page (and logged), never failing the list.
+        """
 
     @abstractmethod
     async def publish(
@@ -83,6 +127,7 @@ class TaskStore(ABC):
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
         event_id: str | None = None,
+        fence: Fence | None = None,
     ) -> int:
         """Append an event to the journal and return its position.
 
@@ -94,6 +139,9 @@ class TaskStore(ABC):
 
         An `event_id` makes a retry safe: publishing again with the id of the task's last event
         (its reply was lost, say) appends nothing and returns the position it got the first time.
+
+        With a `fence`, the write happens only if the task's lease still has that holder and
+        epoch (checked in the same atomic step); otherwise LeaseLost, and nothing is written.
         """
 
     @abstractmethod
@@ -129,6 +177,13 @@ class MessageStore(ABC):
         """Make `task_id` the context's running task; return the holder if another task has it."""
 
     @abstractmethod
+    async def replace_claim(
+        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+    ) -> bool:
+        """Make `task_id` the context's running task only if `stale_holder` still holds the
+        claim (compare-and-set): of requests that found the same stale holder, one wins."""
+
+    @abstractmethod
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         """Give up the claim, if `task_id` holds it."""
 
@@ -137,8 +192,10 @@ class CheckpointStore(ABC):
     """The saved state of a running turn, so another process can resume it (JSON text)."""
 
     @abstractmethod
-    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
-        """Replace the task's checkpoint."""
+    async def save(
+        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
+    ) -> None:
+        """Replace the task's checkpoint (with a `fence`: only while it holds, else LeaseLost)."""
 
     @abstractmethod
     async def load(self, task_id: str, *, owner: str) -> str | None:
@@ -165,16 +222,31 @@ class LeaseStore(ABC):
     """Which process runs which turn, for how long, and requests to cancel a turn.
 
     A holder renews its lease well before it expires; a lease that expires marks a turn whose
-    process died, and `expired` lets another process find it and take it over.
+    process died, and `expired` lets another process find it and take it over. Each acquire
+    gives the lease a new, larger epoch: the fence that the holder's writes carry.
     """
 
     @abstractmethod
-    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> bool:
-        """Take the lease if it is free or expired (or already ours)."""
+    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> int:
+        """Take the lease if it is free or expired (or already ours): its epoch, or 0 if another
+        holder has it. Taking it from no holder or another holder gives a larger epoch."""
 
     @abstractmethod
     async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
         """Extend our lease; says whether we still hold it and whether a cancel was requested."""
+
+    async def renew_many(
+        self, held: builtins.list[tuple[TaskRef, str]], *, ttl_s: float
+    ) -> builtins.list[LeaseStatus]:
+        """`renew` for each (task, holder), in order (a backend may do them in one round trip)."""
+        return [
+            await self.renew(ref.task_id, owner=ref.owner, holder=holder, ttl_s=ttl_s)
+            for ref, holder in held
+        ]
+
+    @abstractmethod
+    async def is_held(self, task_id: str, *, owner: str) -> bool:
+        """Whether some holder has the task's lease and it has not expired."""
 
     @abstractmethod
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
@@ -212,6 +284,9 @@ class StoreSet(Protocol):
 
     @property
     def leases(self) -> LeaseStore: ...
+
+    def rate_limiter(self, limit: RateLimit) -> RateLimiter:
+        """Per-key token buckets on this backend (Redis: shared by every replica)."""
 
     async def ping(self) -> None:
         """Raise StoreUnavailable unless the backend answers."""

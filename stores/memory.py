@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 import time
 from collections import deque
 from collections.abc import AsyncIterator
@@ -17,15 +18,19 @@ from typing import Any, Protocol, TypeVar
 
 from stores.base import (
     CheckpointStore,
+    Fence,
+    LeaseLost,
     LeaseStatus,
     LeaseStore,
     MessageStore,
     StateConflict,
+    StoreFull,
     TaskGone,
     TaskPage,
     TaskQuery,
     TaskRef,
     TaskStore,
+    TaskUnreadable,
 )
 from stores.models import (
     ChatMessage,
@@ -37,6 +42,9 @@ from stores.models import (
     TaskState,
 )
 from stores.paging import decode_cursor, encode_cursor
+from stores.rate_limit import InMemoryRateLimiter, RateLimit, RateLimiter
+
+logger = logging.getLogger(__name__)
 
 
 def _timestamp_ms(task: Task) -> int:
@@ -79,13 +87,24 @@ class _IdleSweeper:
 
 
 class InMemoryTaskStore(TaskStore):
-    def __init__(self, *, ttl_s: float = 7 * 24 * 3600, journal_max: int = 10_000) -> None:
+    def __init__(
+        self,
+        *,
+        ttl_s: float = 7 * 24 * 3600,
+        journal_max: int = 10_000,
+        max_tasks: int = 10_000,
+        leases: InMemoryLeaseStore | None = None,
+    ) -> None:
         self._sweeper = _IdleSweeper(ttl_s)
         self._journal_max = journal_max
+        self._max_tasks = max_tasks
         self._tasks: dict[tuple[str, str], _StoredTask] = {}
+        self._leases = leases  # checks fenced writes; without it, fences are not checked
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         self._sweeper.sweep(self._tasks)
+        if len(self._tasks) >= self._max_tasks:
+            self._make_room()
         stored = _StoredTask(
             task=task.model_copy(deep=True),
             position=1,
@@ -99,15 +118,35 @@ class InMemoryTaskStore(TaskStore):
         self._tasks[(owner, task.id)] = stored
         return TaskRecord(task=task.model_copy(deep=True), owner=owner, position=1)
 
+    def _make_room(self) -> None:
+        """Drop the tasks that ended longest ago (with their journals): a hundredth of the
+        capacity at once, so a full store does not scan itself at every create. StoreFull if
+        every task is still active."""
+        ended = sorted(
+            (stored.touched, key)
+            for key, stored in self._tasks.items()
+            if stored.task.status.state.is_terminal
+        )
+        if not ended:
+            raise StoreFull(
+                f"This server holds its limit of {self._max_tasks} tasks and none has ended;"
+                " retry once some have"
+            )
+        excess = len(self._tasks) - self._max_tasks + 1
+        dropped = ended[: max(excess, self._max_tasks // 100, 1)]
+        for _, key in dropped:
+            del self._tasks[key]
+        logger.info("dropped %d ended tasks: the store is at its limit", len(dropped))
+
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             return None
-        return TaskRecord(
-            task=stored.task.model_copy(deep=True),
-            owner=owner,
-            position=stored.snapshot_position,
-        )
+        try:
+            task = stored.task.model_copy(deep=True)
+        except RecursionError as exc:
+            raise TaskUnreadable(task_id) from exc
+        return TaskRecord(task=task, owner=owner, position=stored.snapshot_position)
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         matching = [
@@ -129,11 +168,13 @@ class InMemoryTaskStore(TaskStore):
         page = matching[start : start + query.page_size]
         more = start + query.page_size < len(matching)
         token = encode_cursor(_timestamp_ms(page[-1]), page[-1].id) if more and page else ""
-        return TaskPage(
-            tasks=[task.model_copy(deep=True) for task in page],
-            next_page_token=token,
-            total_size=len(matching),
-        )
+        copies: builtins.list[Task] = []
+        for task in page:
+            try:
+                copies.append(task.model_copy(deep=True))
+            except RecursionError:  # one task too deep to copy must not fail the whole list
+                logger.warning("task_id=<%s> | left out of a task list: cannot be copied", task.id)
+        return TaskPage(tasks=copies, next_page_token=token, total_size=len(matching))
 
     async def publish(
         self,
@@ -144,12 +185,15 @@ class InMemoryTaskStore(TaskStore):
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
         event_id: str | None = None,
+        fence: Fence | None = None,
     ) -> int:
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
         if event_id and stored.last_event_id == event_id:
             return stored.last_event_position
+        if fence is not None and self._leases is not None:
+            self._leases.check(task_id, owner=owner, fence=fence)
         if if_state is not None and stored.task.status.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         stored.position += 1
@@ -216,16 +260,29 @@ class InMemoryMessageStore(MessageStore):
         holder = self._claims.setdefault((owner, context_id), task_id)
         return None if holder == task_id else holder
 
+    async def replace_claim(
+        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+    ) -> bool:
+        if self._claims.get((owner, context_id)) != stale_holder:
+            return False
+        self._claims[(owner, context_id)] = task_id
+        return True
+
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         if self._claims.get((owner, context_id)) == task_id:
             del self._claims[(owner, context_id)]
 
 
 class InMemoryCheckpointStore(CheckpointStore):
-    def __init__(self) -> None:
+    def __init__(self, *, leases: InMemoryLeaseStore | None = None) -> None:
         self._checkpoints: dict[tuple[str, str], str] = {}
+        self._leases = leases
 
-    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
+    async def save(
+        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
+    ) -> None:
+        if fence is not None and self._leases is not None:
+            self._leases.check(task_id, owner=owner, fence=fence)
         self._checkpoints[(owner, task_id)] = checkpoint
 
     async def load(self, task_id: str, *, owner: str) -> str | None:
@@ -237,38 +294,59 @@ class InMemoryCheckpointStore(CheckpointStore):
 
 @dataclass
 class _Lease:
-    holder: str
+    holder: str | None  # None: released (the epoch is kept, so epochs only grow)
     expires: float
+    epoch: int = 0
     cancel_requested: bool = False
+    touched: float = field(default_factory=time.monotonic)
 
 
 class InMemoryLeaseStore(LeaseStore):
     """Leases within one process: nothing else can take a turn over, but the contract holds."""
 
-    def __init__(self) -> None:
+    def __init__(self, *, ttl_s: float = 7 * 24 * 3600) -> None:
+        # A lease (and so its epoch) lives as long as its task may: idle for at most the TTL.
+        self._sweeper = _IdleSweeper(ttl_s)
         self._leases: dict[tuple[str, str], _Lease] = {}
         self._listeners: list[asyncio.Queue[TaskRef]] = []
 
-    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> bool:
+    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> int:
+        self._sweeper.sweep(self._leases)
         lease = self._leases.get((owner, task_id))
         now = time.monotonic()
-        if lease is not None and lease.holder != holder and lease.expires > now:
-            return False
-        cancel = lease.cancel_requested if lease is not None else False
-        self._leases[(owner, task_id)] = _Lease(holder, now + ttl_s, cancel)
-        return True
+        if lease is None:
+            lease = self._leases[(owner, task_id)] = _Lease(None, now)
+        if lease.holder is not None and lease.holder != holder and lease.expires > now:
+            return 0
+        if lease.holder is None:
+            lease.cancel_requested = False
+        if lease.holder != holder:  # taken (free, or from an expired holder): a new epoch
+            lease.holder, lease.epoch = holder, lease.epoch + 1
+        lease.expires, lease.touched = now + ttl_s, now
+        return lease.epoch
 
     async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
         lease = self._leases.get((owner, task_id))
         if lease is None or lease.holder != holder:
             return LeaseStatus.LOST
-        lease.expires = time.monotonic() + ttl_s
+        lease.touched = time.monotonic()
+        lease.expires = lease.touched + ttl_s
         return LeaseStatus.CANCEL_REQUESTED if lease.cancel_requested else LeaseStatus.HELD
+
+    async def is_held(self, task_id: str, *, owner: str) -> bool:
+        lease = self._leases.get((owner, task_id))
+        return lease is not None and lease.holder is not None and lease.expires > time.monotonic()
+
+    def check(self, task_id: str, *, owner: str, fence: Fence) -> None:
+        """Raise LeaseLost unless the fence's holder still holds the lease at that epoch."""
+        lease = self._leases.get((owner, task_id))
+        if lease is None or lease.holder != fence.holder or lease.epoch != fence.epoch:
+            raise LeaseLost(task_id, fence)
 
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         lease = self._leases.get((owner, task_id))
         if lease is not None and lease.holder == holder:
-            del self._leases[(owner, task_id)]
+            lease.holder, lease.cancel_requested = None, False
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
         lease = self._leases.get((owner, task_id))
@@ -277,7 +355,7 @@ class InMemoryLeaseStore(LeaseStore):
 
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         lease = self._leases.get((owner, task_id))
-        if lease is not None:
+        if lease is not None and lease.holder is not None:
             lease.cancel_requested = True
         for listener in self._listeners:
             listener.put_nowait(TaskRef(owner, task_id))
@@ -296,7 +374,7 @@ class InMemoryLeaseStore(LeaseStore):
         return [
             TaskRef(owner, task_id)
             for (owner, task_id), lease in self._leases.items()
-            if lease.expires <= now
+            if lease.holder is not None and lease.expires <= now
         ][:limit]
 
 
@@ -310,13 +388,17 @@ class InMemoryStores:
     leases: InMemoryLeaseStore
 
     @classmethod
-    def create(cls, *, ttl_s: float) -> InMemoryStores:
+    def create(cls, *, ttl_s: float, max_tasks: int = 10_000) -> InMemoryStores:
+        leases = InMemoryLeaseStore(ttl_s=ttl_s)  # the task and checkpoint stores check fences
         return cls(
-            tasks=InMemoryTaskStore(ttl_s=ttl_s),
+            tasks=InMemoryTaskStore(ttl_s=ttl_s, max_tasks=max_tasks, leases=leases),
             messages=InMemoryMessageStore(ttl_s=ttl_s),
-            checkpoints=InMemoryCheckpointStore(),
-            leases=InMemoryLeaseStore(),
+            checkpoints=InMemoryCheckpointStore(leases=leases),
+            leases=leases,
         )
+
+    def rate_limiter(self, limit: RateLimit) -> RateLimiter:
+        return InMemoryRateLimiter(limit)
 
     async def ping(self) -> None:
         return None

@@ -11,6 +11,7 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:conversation:<owner>:{<context>}  LIST    ChatMessage JSON, oldest first
     p:units:<owner>:{<context>}         SET     ids of the units appended (append at most once)
     p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
+    p:rate:{<principal>}                HASH    tokens, at (ms): the principal's rate-limit bucket
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
     p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
     p:leases                            ZSET    "<owner>:<task>" of held leases, score = expiry ms
@@ -92,6 +93,11 @@ class RedisKeys:
 
     def context_tasks(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}:context-tasks:{{{encode(owner)}}}:{encode(context_id)}"
+
+    # --- a principal's rate-limit bucket: its own slot (buckets spread over a cluster) ---
+
+    def rate_bucket(self, principal: str) -> str:
+        return f"{self.prefix}:rate:{{{encode(principal)}}}"
 
     # --- global: the running leases (one small key) and the cancel channel ---
 

@@ -1,6 +1,6 @@
 """RedisLeaseStore: which process runs which turn, cancel flags, and the cancel channel.
 
-    acquire / renew --EVALSHA (slot {task}: lease + cancel flag)--> expiry (Redis server time)
+    acquire / renew --EVALSHA (slot {task}: lease + cancel flag)--> epoch, expiry (server time)
             |  then, only if held: ZADD p:leases "<owner>:<task>" expiry     (second step)
             v
     expired() --> ZRANGEBYSCORE p:leases -inf <now>, each checked against its lease hash
@@ -15,10 +15,16 @@ carries the TTL of its task (it is garbage, not a lease, once that long has pass
 that renews late still holds its lease unless another holder took it (LeaseStatus.LOST means
 taken or released, as the in-memory store has it).
 
+Fencing: every acquire increments the hash's `epoch`; a release removes only `holder`, so the
+epoch outlives it and only ever grows while the task lives. The task store's fenced writes (a
+turn's journal entries and checkpoints, which share the `{task}` slot) check holder and epoch in
+the same script as the write, so a holder that lost its lease cannot write after the takeover.
+
 `expired()` checks each candidate against its hash: a stale index score (a renew whose index step
-was lost) is skipped, and an entry whose hash is gone (released, or garbage-collected) is dropped.
-A process that dies between an acquire's two steps leaves a lease the index does not know: its
-turn is not found by `expired()`. The window is one round trip.
+was lost) is skipped, and an entry whose lease has no holder (released, or garbage-collected) is
+dropped. A process that dies between an acquire's two steps leaves a lease the index does not
+know; that is harmless because a lease is always taken before the write it guards: a new task is
+created only after its lease is indexed, and an answered task moves to SUBMITTED only after that.
 
 Pub/sub is fire-and-forget: a message sent while a listener is reconnecting is lost to it, which
 is why the flag exists: the holder also learns of the cancel at its next renew.
@@ -39,36 +45,40 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import LeaseStatus, LeaseStore, TaskRef
 from stores.redis_keys import RedisKeys
-from stores.redis_support import LuaScript, redis_available, run_pipeline, text
+from stores.redis_support import LUA_NOW_MS, LuaScript, redis_available, run_pipeline, text
 
 logger = logging.getLogger(__name__)
 
-_NOW_MS = """
-local clock = redis.call('TIME')
-local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
-"""
 
-# KEYS: lease, cancel flag. ARGV: holder, lease ttl ms, key ttl ms. Returns the expiry, or 0.
+# KEYS: lease, cancel flag. ARGV: holder, lease ttl ms, key ttl ms. Returns {epoch, expiry}, or
+# {0, 0} if another holder has a live lease. Taking the lease (free, or from an expired holder)
+# increments the epoch; acquiring our own lease again keeps it. The epoch outlives a release.
 _ACQUIRE = LuaScript(
-    _NOW_MS
+    LUA_NOW_MS
     + """
 local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
 if lease[1] then
-  if lease[1] ~= ARGV[1] and tonumber(lease[2]) > now then return 0 end
+  if lease[1] ~= ARGV[1] and tonumber(lease[2]) > now then return {0, 0} end
 else
   redis.call('DEL', KEYS[2])
 end
 local expires = now + tonumber(ARGV[2])
+local epoch
+if lease[1] == ARGV[1] then
+  epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch'))
+else
+  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+end
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
-return expires
+return {epoch, expires}
 """
 )
 
 # Same KEYS and ARGV. Returns {0: lost | 1: held | 2: held, cancel requested, expiry}.
 _RENEW = LuaScript(
-    _NOW_MS
+    LUA_NOW_MS
     + """
 if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return {0, 0} end
 local expires = now + tonumber(ARGV[2])
@@ -80,18 +90,29 @@ return {1 + cancel, expires}
 """
 )
 
-# KEYS: lease, cancel flag. ARGV: holder. Returns 1 if it was ours (and is now gone).
+# KEYS: lease, cancel flag. ARGV: holder. Returns 1 if it was ours (and now has no holder).
 _RELEASE = LuaScript(
     """
 if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
-redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HDEL', KEYS[1], 'holder')
+redis.call('DEL', KEYS[2])
 return 1
+"""
+)
+
+# KEYS: lease. Returns 1 if a holder has it and it has not expired.
+_IS_HELD = LuaScript(
+    LUA_NOW_MS
+    + """
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+if lease[1] and tonumber(lease[2]) > now then return 1 end
+return 0
 """
 )
 
 # KEYS: lease. ARGV: holder. Returns the new expiry (now) if the lease was ours, else 0.
 _HAND_OVER = LuaScript(
-    _NOW_MS
+    LUA_NOW_MS
     + """
 if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
 redis.call('HSET', KEYS[1], 'expires', now)
@@ -99,10 +120,10 @@ return now
 """
 )
 
-# KEYS: lease, cancel flag. ARGV: key ttl ms. Flags only a lease that exists (it dies with it).
+# KEYS: lease, cancel flag. ARGV: key ttl ms. Flags only a held lease (the flag dies with it).
 _FLAG_CANCEL = LuaScript(
     """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if redis.call('HEXISTS', KEYS[1], 'holder') == 0 then return 0 end
 redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
 return 1
 """
@@ -110,7 +131,7 @@ return 1
 
 # KEYS: running leases. ARGV: limit, key ttl ms. Returns {now, members expired by now}.
 _EXPIRED = LuaScript(
-    _NOW_MS
+    LUA_NOW_MS
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
 return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))}
@@ -132,21 +153,43 @@ class RedisLeaseStore(LeaseStore):
     def _key_ttl_ms(self, lease_ttl_s: float) -> int:
         return max(self._ttl_ms, int(lease_ttl_s * 1000))
 
-    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> bool:
+    async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> int:
         args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
         with redis_available():
-            expires = int(await _ACQUIRE(self._redis, self._task_keys(owner, task_id), args))
-            if expires:
-                await self._index(owner, task_id, expires)
-        return expires != 0
+            epoch, expires = await _ACQUIRE(self._redis, self._task_keys(owner, task_id), args)
+            if int(epoch):
+                await self._index({self._keys.lease_member(owner, task_id): int(expires)})
+        return int(epoch)
 
     async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
-        args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
+        return (await self.renew_many([(TaskRef(owner, task_id), holder)], ttl_s=ttl_s))[0]
+
+    async def renew_many(
+        self, held: list[tuple[TaskRef, str]], *, ttl_s: float
+    ) -> list[LeaseStatus]:
+        """Every renewal in one round trip, then every index update in a second one."""
+        if not held:
+            return []
+        ttls = [int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
+
+        def build(pipe: Pipeline) -> None:
+            for ref, holder in held:
+                _RENEW.queue(pipe, self._task_keys(ref.owner, ref.task_id), [holder, *ttls])
+
         with redis_available():
-            status, expires = await _RENEW(self._redis, self._task_keys(owner, task_id), args)
-            if status:
-                await self._index(owner, task_id, int(expires))
-        return _STATUS[int(status)]
+            replies = await run_pipeline(self._redis, build, scripts=[_RENEW])
+            renewed = {
+                self._keys.lease_member(ref.owner, ref.task_id): int(expires)
+                for (ref, _), (status, expires) in zip(held, replies, strict=True)
+                if int(status)
+            }
+            if renewed:
+                await self._index(renewed)
+        return [_STATUS[int(status)] for status, _ in replies]
+
+    async def is_held(self, task_id: str, *, owner: str) -> bool:
+        with redis_available():
+            return bool(await _IS_HELD(self._redis, [self._keys.lease(owner, task_id)], []))
 
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         with redis_available():
@@ -159,7 +202,7 @@ class RedisLeaseStore(LeaseStore):
         with redis_available():
             now = int(await _HAND_OVER(self._redis, [self._keys.lease(owner, task_id)], [holder]))
             if now:
-                await self._index(owner, task_id, now)
+                await self._index({self._keys.lease_member(owner, task_id): now})
 
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         message = json.dumps({"owner": owner, "taskId": task_id})
@@ -208,13 +251,13 @@ class RedisLeaseStore(LeaseStore):
 
             def check(pipe: Pipeline) -> None:
                 for owner, task_id in candidates:
-                    pipe.hget(self._keys.lease(owner, task_id), "expires")
+                    pipe.hmget(self._keys.lease(owner, task_id), ["holder", "expires"])
 
             leases = await run_pipeline(self._redis, check)
             expired: list[TaskRef] = []
             gone: list[str] = []
-            for (owner, task_id), expires in zip(candidates, leases, strict=True):
-                if expires is None:
+            for (owner, task_id), (held_by, expires) in zip(candidates, leases, strict=True):
+                if held_by is None:
                     gone.append(self._keys.lease_member(owner, task_id))
                 elif int(expires) <= int(now):
                     expired.append(TaskRef(owner, task_id))
@@ -222,11 +265,11 @@ class RedisLeaseStore(LeaseStore):
                 await self._redis.zrem(self._keys.running_leases(), *gone)
         return expired
 
-    async def _index(self, owner: str, task_id: str, expires_ms: int) -> None:
+    async def _index(self, expiries: dict[str, int]) -> None:
+        """Record held leases' expiries (member -> ms) in the running-leases index."""
+
         def build(pipe: Pipeline) -> None:
-            pipe.zadd(
-                self._keys.running_leases(), {self._keys.lease_member(owner, task_id): expires_ms}
-            )
+            pipe.zadd(self._keys.running_leases(), expiries)
             pipe.pexpire(self._keys.running_leases(), self._ttl_ms)
 
         await run_pipeline(self._redis, build)

@@ -8,16 +8,21 @@ the thing it belongs to is written.
 
 from __future__ import annotations
 
+import asyncio
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
-from redis.backoff import ExponentialWithJitterBackoff
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
 
-from stores.base import CheckpointStore, MessageStore
+from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUnavailable
 from stores.models import ChatMessage
+from stores.rate_limit import RateLimit, RateLimiter
 from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
+from stores.redis_rate_limit import RedisRateLimiter
 from stores.redis_support import (
     LuaScript,
     dump_message,
@@ -28,6 +33,7 @@ from stores.redis_support import (
 from stores.redis_tasks import RedisTaskStore
 
 __all__ = [
+    "PoolSizes",
     "RedisCheckpointStore",
     "RedisLeaseStore",
     "RedisMessageStore",
@@ -37,6 +43,8 @@ __all__ = [
 ]
 
 DEFAULT_TTL_S = 7 * 24 * 3600
+POOL_WAITS = 10
+"""How many command timeouts a caller may wait for a free connection (see create_redis_stores)."""
 
 # KEYS: conversation, units. ARGV: unit id, ttl ms, messages... Returns 0 if the unit was there.
 _APPEND = LuaScript(
@@ -50,6 +58,28 @@ end
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 return added
+"""
+)
+
+# KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
+_REPLACE_CLAIM = LuaScript(
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+)
+
+# KEYS: checkpoint, lease. ARGV: checkpoint, ttl ms [, fence holder, fence epoch]. Returns 0 (and
+# writes nothing) if the fence no longer holds the lease.
+_SAVE_CHECKPOINT = LuaScript(
+    """
+if #ARGV > 2 then
+  local lease = redis.call('HMGET', KEYS[2], 'holder', 'epoch')
+  if lease[1] ~= ARGV[3] or lease[2] ~= ARGV[4] then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
 """
 )
 
@@ -96,6 +126,18 @@ class RedisMessageStore(MessageStore):
             return None
         return text(holder)
 
+    async def replace_claim(
+        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+    ) -> bool:
+        with redis_available():
+            return bool(
+                await _REPLACE_CLAIM(
+                    self._redis,
+                    [self._keys.claim(owner, context_id)],
+                    [stale_holder, task_id, self._ttl_ms],
+                )
+            )
+
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         with redis_available():
             await _RELEASE_CLAIM(self._redis, [self._keys.claim(owner, context_id)], [task_id])
@@ -109,11 +151,18 @@ class RedisCheckpointStore(CheckpointStore):
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
 
-    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
+    async def save(
+        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
+    ) -> None:
+        keys = [self._keys.checkpoint(owner, task_id), self._keys.lease(owner, task_id)]
+        args: list[Any] = [checkpoint, self._ttl_ms]
+        if fence is not None:
+            args += [fence.holder, fence.epoch]
         with redis_available():
-            await self._redis.set(
-                self._keys.checkpoint(owner, task_id), checkpoint, px=self._ttl_ms
-            )
+            saved = await _SAVE_CHECKPOINT(self._redis, keys, args)
+        if not saved:
+            assert fence is not None
+            raise LeaseLost(task_id, fence)
 
     async def load(self, task_id: str, *, owner: str) -> str | None:
         with redis_available():
@@ -126,8 +175,45 @@ class RedisCheckpointStore(CheckpointStore):
 
 
 @dataclass(frozen=True, kw_only=True)
+class PoolSizes:
+    """How many connections each of a replica's three Redis clients may open.
+
+    The rule, from the replica's admission limits (`A2A_MAX_RUNNING_TURNS`, `A2A_MAX_STREAMS`):
+
+    * readers = max_streams + 16. Every open stream and every blocking SendMessage holds one
+      stream slot and, while it waits, one blocking journal read; the 16 spare cover the other
+      blocking waits (a CancelTask waiting for another replica to record the cancel).
+    * commands = max_running_turns + max_streams // 4 + 32. A running turn writes one command at
+      a time; a stream or blocking send runs a short lookup between its blocking reads (a burst
+      of new streams all do it at once, hence a quarter of them); 32 for everything else
+      (GetTask, ListTasks, claims, creates).
+    * leases = max_running_turns + 8: every running turn may take or release its lease at the
+      same moment (a burst of sends), and 8 for the cancel listener (held for good), the renewal
+      loop, the orphan sweep and the readiness probe.
+
+    Connections are opened on demand, so an idle replica holds few of them.
+    """
+
+    commands: int
+    readers: int
+    leases: int
+
+    @classmethod
+    def for_limits(cls, *, max_running_turns: int, max_streams: int) -> PoolSizes:
+        return cls(
+            commands=max_running_turns + max_streams // 4 + 32,
+            readers=max_streams + 16,
+            leases=max_running_turns + 8,
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
 class RedisStores:
-    """The four Redis stores over two clients: one for commands, one for blocking reads."""
+    """The four Redis stores over three clients: commands, blocking reads, and leases.
+
+    Leases (and the readiness probe) have a client of their own, so a flood of commands can never
+    starve a lease renewal; blocking reads have theirs, so waiting readers never starve a write.
+    """
 
     tasks: RedisTaskStore
     messages: RedisMessageStore
@@ -135,14 +221,29 @@ class RedisStores:
     leases: RedisLeaseStore
     client: Redis
     read_client: Redis
+    lease_client: Redis
+    prefix: str = "a2a"
+    ping_timeout_s: float = 3.0
+
+    def rate_limiter(self, limit: RateLimit) -> RateLimiter:
+        """Buckets in Redis on the command client: every replica of this prefix shares them."""
+        return RedisRateLimiter(self.client, limit, prefix=self.prefix)
 
     async def ping(self) -> None:
-        """Raise StoreUnavailable unless Redis answers."""
-        with redis_available():
-            await self.client.ping()
+        """Raise StoreUnavailable unless Redis answers within `ping_timeout_s` (the readiness
+        probe: on the lease client, whose pool a flood of commands or readers cannot fill)."""
+        try:
+            async with asyncio.timeout(self.ping_timeout_s):
+                with redis_available():
+                    await self.lease_client.ping()
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"Redis did not answer a ping within {self.ping_timeout_s:g}s"
+            ) from exc
 
     async def aclose(self) -> None:
         await self.read_client.aclose()
+        await self.lease_client.aclose()
         await self.client.aclose()
 
 
@@ -152,43 +253,60 @@ def create_redis_stores(
     prefix: str = "a2a",
     ttl_s: int = DEFAULT_TTL_S,
     journal_max: int = 10_000,
-    max_connections: int = 50,
-    max_readers: int = 1000,
+    max_running_turns: int = 64,
+    max_streams: int = 1000,
+    command_timeout_s: float = 1.5,
 ) -> RedisStores:
     """Build the Redis stores for a `redis://` or `rediss://` URL (TLS with the latter).
 
-    Two connection pools. Commands share `max_connections` connections (a caller waits up to 5 s
-    for a free one). Blocking journal reads, each of which holds a connection while it waits, get
-    a pool of their own of up to `max_readers` connections, so a crowd of idle SSE streams never
-    starves publishes; a reader beyond that waits for a free connection. The read pool has no
-    socket timeout (a read blocks for up to its `timeout_s`); the store bounds each read itself.
-    Nothing connects until the first command (`ping` checks).
+    Three clients, each with a pool of its own, sized by `PoolSizes.for_limits`: commands,
+    blocking journal reads, and leases (renewals, the cancel listener, the readiness probe).
+
+    Failing fast when Redis hangs: a command (and a connection attempt) without an answer after
+    `command_timeout_s` fails with StoreUnavailable; a dropped connection is retried once, at
+    once, and a timeout never (a retry would multiply it). So a request fails within one command
+    timeout, and a hung Redis also frees every pooled connection within one command timeout.
+
+    Waiting for a free connection is not a failure: under a burst the event loop, not Redis, is
+    the bottleneck, and a short pool wait would turn a busy replica into "store unavailable"
+    errors below its admission limits. A caller queues for up to `POOL_WAITS` command timeouts;
+    while Redis hangs the queue drains one pool-full per command timeout.
+
+    Blocking reads have no socket timeout (a read blocks for up to its own `timeout_s`): the
+    task store bounds each one itself, the wait for a connection included. Nothing connects
+    until the first command.
     """
     if not url.startswith(("redis://", "rediss://")):
         raise ValueError(
             f"REDIS_URL must start with redis:// or rediss:// (got {url.split(':')[0]!r})"
         )
-    retry = Retry(ExponentialWithJitterBackoff(base=0.05, cap=1.0), retries=3)
-    common = {"socket_connect_timeout": 5.0, "health_check_interval": 30, "decode_responses": False}
-    client = Redis.from_pool(
-        BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_connections,
-            timeout=5,
-            socket_timeout=5.0,
-            retry=retry,
-            **common,
+    sizes = PoolSizes.for_limits(max_running_turns=max_running_turns, max_streams=max_streams)
+    pool_wait_s = POOL_WAITS * command_timeout_s
+
+    def client_of(size: int, *, timeout_s: float | None, connect_timeout_s: float) -> Redis:
+        return Redis.from_pool(
+            BlockingConnectionPool.from_url(
+                url,
+                max_connections=size,
+                timeout=pool_wait_s if timeout_s is not None else None,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=connect_timeout_s,
+                retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
+                health_check_interval=30,
+                decode_responses=False,
+            )
         )
+
+    client = client_of(
+        sizes.commands, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
     )
-    read_client = Redis.from_pool(
-        BlockingConnectionPool.from_url(
-            url,
-            max_connections=max_readers,
-            timeout=None,
-            socket_timeout=None,
-            retry=retry,
-            **common,
-        )
+    # A burst of new streams opens hundreds of reader connections at once; the reads are
+    # bounded anyway, so their connection attempts get some slack.
+    read_client = client_of(
+        sizes.readers, timeout_s=None, connect_timeout_s=max(5.0, command_timeout_s)
+    )
+    lease_client = client_of(
+        sizes.leases, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
     )
     return RedisStores(
         tasks=RedisTaskStore(
@@ -196,7 +314,10 @@ def create_redis_stores(
         ),
         messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s),
         checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s),
-        leases=RedisLeaseStore(client, prefix=prefix, ttl_s=ttl_s),
+        leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s),
         client=client,
         read_client=read_client,
+        lease_client=lease_client,
+        prefix=prefix,
+        ping_timeout_s=2 * command_timeout_s,
     )

@@ -36,6 +36,13 @@ def text(value: object) -> str:
     return value.decode() if isinstance(value, bytes) else str(value)
 
 
+LUA_NOW_MS = """
+local clock = redis.call('TIME')
+local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
+"""
+"""A script prologue: `now`, Redis server time in ms (so process clocks never matter)."""
+
+
 class LuaScript:
     """A Lua script run by EVALSHA; loaded on the first NOSCRIPT (one round trip when cached).
 

@@ -28,18 +28,22 @@ from __future__ import annotations
 
 import asyncio
 import builtins
+import logging
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 
 from stores.base import (
+    Fence,
+    LeaseLost,
     StateConflict,
     StoreUnavailable,
     TaskGone,
     TaskPage,
     TaskQuery,
     TaskStore,
+    TaskUnreadable,
 )
 from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot, TaskState
 from stores.paging import decode_cursor, encode_cursor
@@ -70,10 +74,12 @@ return 1
 """
 )
 
-# KEYS: task hash, journal. ARGV: event, ttl ms, journal max, event id [, snapshot, state, ms, us,
-# expected state]. Returns the event's position, 0 if there is no such task, or -1 if the task's
-# state is not the expected one (a compare-and-set: nothing is written then). A repeat of the
-# last event id (a retry after a lost reply) appends nothing and returns the first position.
+# KEYS: task hash, journal, lease. ARGV: event, ttl ms, journal max, event id, fence holder, fence
+# epoch [, snapshot, state, ms, us, expected state]. Returns the event's position, 0 if there is no
+# such task, -1 if the task's state is not the expected one (a compare-and-set), -2 if the fence's
+# holder and epoch no longer hold the lease; nothing is written in those cases. A repeat of the
+# last event id (a retry after a lost reply) appends nothing and returns the first position. A
+# fenced entry carries the writer's epoch, so a journal shows who wrote it.
 _PUBLISH = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -81,21 +87,31 @@ if ARGV[4] ~= '' then
   local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
   if last[1] == ARGV[4] then return tonumber(last[2]) end
 end
-if #ARGV > 8 and ARGV[9] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[9] then
+if ARGV[5] ~= '' then
+  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
+  if lease[1] ~= ARGV[5] or lease[2] ~= ARGV[6] then return -2 end
+end
+if #ARGV > 6 and ARGV[11] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[11] then
   return -1
 end
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
+if ARGV[5] ~= '' then
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1], 'epoch', ARGV[6])
+else
+  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
+end
 if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[4], 'eidpos', pos) end
-if #ARGV > 4 then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[5],
-             'state', ARGV[6], 'ms', ARGV[7], 'us', ARGV[8])
+if #ARGV > 6 then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[7],
+             'state', ARGV[8], 'ms', ARGV[9], 'us', ARGV[10])
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
 return pos
 """
 )
+
+logger = logging.getLogger(__name__)
 
 _READ_TIMEOUT_MARGIN_S = 5.0
 
@@ -148,7 +164,10 @@ class RedisTaskStore(TaskStore):
             )
         if raw is None or position is None:
             return None
-        return TaskRecord(task=load_task(raw), owner=owner, position=int(position))
+        try:
+            return TaskRecord(task=load_task(raw), owner=owner, position=int(position))
+        except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+            raise TaskUnreadable(task_id) from exc
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         cursor = decode_cursor(query.page_token) if query.page_token else None
@@ -171,10 +190,16 @@ class RedisTaskStore(TaskStore):
             for task_id, (state, ms, us) in zip(task_ids, fields, strict=True):
                 if state is None:
                     gone.append(task_id)  # expired: skip it, and drop it from the index below
-                elif (query.state is None or text(state) == query.state.value) and (
-                    after_us is None or int(us) >= after_us
+                    continue
+                try:
+                    state_value, sort_key, status_us = text(state), int(ms), int(us)
+                except (TypeError, ValueError):
+                    _left_out(task_id, "its listing fields cannot be read")
+                    continue
+                if (query.state is None or state_value == query.state.value) and (
+                    after_us is None or status_us >= after_us
                 ):
-                    matching.append((int(ms), task_id))
+                    matching.append((sort_key, task_id))
             matching.sort(reverse=True)
             start = 0
             if cursor is not None:
@@ -192,8 +217,16 @@ class RedisTaskStore(TaskStore):
                         pipe.zrem(self._keys.owner_tasks(owner), *gone)
 
             replies = await run_pipeline(self._redis, fetch_page) if page or gone else []
-        # A task that expired between the two round trips is left out of this page.
-        tasks = [load_task(raw) for raw in replies[: len(page)] if raw is not None]
+        # A task that expired between the two round trips is left out of this page, and so is one
+        # that cannot be loaded (one bad record must not fail every client's list).
+        tasks: builtins.list[Task] = []
+        for (_, task_id), raw in zip(page, replies[: len(page)], strict=True):
+            if raw is None:
+                continue
+            try:
+                tasks.append(load_task(raw))
+            except (ValueError, RecursionError) as exc:
+                _left_out(task_id, f"its snapshot cannot be loaded ({type(exc).__name__})")
         more = start + query.page_size < len(matching)
         token = encode_cursor(*page[-1]) if more and page else ""
         return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
@@ -207,13 +240,20 @@ class RedisTaskStore(TaskStore):
         snapshot: Task | None = None,
         if_state: TaskState | None = None,
         event_id: str | None = None,
+        fence: Fence | None = None,
     ) -> int:
-        keys = [self._keys.task(owner, task_id), self._keys.journal(owner, task_id)]
+        keys = [
+            self._keys.task(owner, task_id),
+            self._keys.journal(owner, task_id),
+            self._keys.lease(owner, task_id),
+        ]
         args: builtins.list[Any] = [
             dump_event(event),
             self._ttl_ms,
             self._journal_max,
             event_id or "",
+            fence.holder if fence is not None else "",
+            fence.epoch if fence is not None else 0,
         ]
         with redis_available():
             if snapshot is None:
@@ -233,6 +273,9 @@ class RedisTaskStore(TaskStore):
                 position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
         if position == 0:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+        if position == -2:
+            assert fence is not None
+            raise LeaseLost(task_id, fence)
         if position < 0:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         return position
@@ -269,6 +312,10 @@ class RedisTaskStore(TaskStore):
         ):
             pipe.zadd(index, {task.id: score}, xx=not add)
             pipe.pexpire(index, self._index_ttl_ms)
+
+
+def _left_out(task_id: str, why: str) -> None:
+    logger.warning("task_id=<%s> | left out of a task list: %s", task_id, why)
 
 
 def _entries(reply: Any) -> list[JournalEntry]:

@@ -74,8 +74,8 @@ def new_id(prefix: str = "") -> str:
 # ---------------------------------------------------------------------------------------------
 
 
-def server_command(port: int) -> list[str]:
-    args = ["--host", "127.0.0.1", "--port", str(port)]
+def server_command(port: int, host: str = "127.0.0.1") -> list[str]:
+    args = ["--host", host, "--port", str(port)]
     for candidate in (Path(sys.executable).parent / "a2a-server", ROOT / ".venv/bin/a2a-server"):
         if candidate.exists():
             return [str(candidate), *args]
@@ -91,8 +91,10 @@ class ServerProcess:
         env: dict[str, str] | None = None,
         start_timeout: float | None = None,
         wait_ready: bool = True,
+        bind_host: str = "127.0.0.1",
     ) -> None:
         self.llm_base_url = llm_base_url
+        self.bind_host = bind_host  # the server is always reached at 127.0.0.1
         self.wait_ready = wait_ready
         self.extra_env = dict(env or {})
         self.start_timeout = start_timeout or float(os.environ.get("E2E_SERVER_START_TIMEOUT", 30))
@@ -128,7 +130,7 @@ class ServerProcess:
         return env
 
     def start(self) -> ServerProcess:
-        cmd = server_command(self.port)
+        cmd = server_command(self.port, self.bind_host)
         self._out = open(self.stdout_path, "wb")
         self._err = open(self.stderr_path, "wb")
         self.proc = subprocess.Popen(
@@ -173,6 +175,22 @@ class ServerProcess:
         raise RuntimeError(
             f"{why}\ncommand: {' '.join(cmd)}\n--- server stderr (tail) ---\n{self.logs()}"
         )
+
+    def log_mark(self) -> int:
+        """Where the server's stderr ends now: pass it to `log_since`."""
+        try:
+            return self.stderr_path.stat().st_size
+        except OSError:
+            return 0
+
+    def log_since(self, mark: int) -> str:
+        """What the server wrote to stderr after `log_mark` returned `mark`."""
+        try:
+            with self.stderr_path.open("rb") as log:
+                log.seek(mark)
+                return log.read().decode(errors="replace")
+        except OSError:
+            return ""
 
     def logs(self, limit: int = 6000) -> str:
         out = []

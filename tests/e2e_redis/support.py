@@ -3,8 +3,10 @@
 * `Cluster`: two (or more) real `a2a-server` processes on free loopback ports sharing one Redis
   (REDIS_URL) under one key prefix, wired to one in-process fake model.
 * `open_sse` / `BackgroundStream`: SSE requests with arbitrary headers (``Last-Event-ID``), over
-  JSON-RPC or REST, read in the foreground or in a thread.
-* `RedisServer`: a private `redis-server` on a free loopback port (stop / start again).
+  JSON-RPC or REST, read in the foreground or in a thread; `BlockingSend`: a SendMessage in a
+  thread.
+* `RedisServer`: a private `redis-server` on a free loopback port (stop / start again, freeze /
+  thaw).
 * stream checks: contiguous ids, the answer rebuilt with the A2A ``append`` semantics.
 
 Everything talks to 127.0.0.1 only.
@@ -116,9 +118,21 @@ class RedisServer:
                 raise RuntimeError(f"redis-server did not start:\n{self.logs()}")
             time.sleep(0.05)
 
+    def freeze(self) -> None:
+        """SIGSTOP: connections stay open and connects still succeed, but nothing is answered
+        (a hung Redis, the hardest outage to notice)."""
+        assert self.proc is not None and self.proc.poll() is None, "redis-server is not running"
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def thaw(self) -> None:
+        """SIGCONT: the frozen server goes on where it stopped."""
+        if self.proc is not None and self.proc.poll() is None:
+            self.proc.send_signal(signal.SIGCONT)
+
     def stop(self) -> None:
         """Graceful shutdown (SIGTERM: the AOF is flushed)."""
         if self.proc is not None and self.proc.poll() is None:
+            self.thaw()  # a frozen server would not act on the SIGTERM
             self.proc.send_signal(signal.SIGTERM)
             try:
                 self.proc.wait(timeout=10)
@@ -346,6 +360,35 @@ class BackgroundStream:
         return self.snapshot()
 
 
+class BlockingSend(threading.Thread):
+    """One blocking SendMessage in a thread; keeps the response (or the error)."""
+
+    def __init__(self, url: str, body: dict[str, Any]) -> None:
+        super().__init__(daemon=True)
+        self.url, self.body = url, body
+        self.response: httpx.Response | None = None
+        self.error: BaseException | None = None
+
+    def run(self) -> None:
+        try:
+            with httpx.Client(trust_env=False, timeout=30) as http:
+                self.response = http.post(self.url, json=self.body, headers=A2A_HEADERS)
+        except BaseException as exc:
+            self.error = exc
+
+    def task(self) -> dict[str, Any]:
+        self.join(30)
+        assert self.error is None and self.response is not None, f"no answer: {self.error!r}"
+        r = self.response
+        assert r.status_code == 200, f"HTTP {r.status_code}: {r.text[:500]}"
+        assert r.headers["content-type"].startswith("application/json"), r.text[:500]
+        body = r.json()
+        if "jsonrpc" in body:
+            assert "result" in body, body
+            body = body["result"]
+        return body["task"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Stream checks
 # ---------------------------------------------------------------------------------------------
@@ -446,6 +489,7 @@ __all__ = [
     "REDIS_URL",
     "ROOT",
     "BackgroundStream",
+    "BlockingSend",
     "Cluster",
     "RedisServer",
     "assert_contiguous",

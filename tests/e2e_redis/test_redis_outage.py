@@ -1,7 +1,8 @@
 """Redis trouble: a replica against a private redis-server that goes away and comes back.
 
 While Redis is down, requests fail fast with the store-unavailable error (JSON-RPC -32603, REST
-503 with an AIP-193 body), /readyz says 503 and /healthz 200. When it is back (AOF on, so its data
+503 with an AIP-193 body), /readyz says 503 and /healthz 200. The same holds while Redis is frozen
+(SIGSTOP: connections stay open and nothing answers), which only command timeouts can notice. When it is back (AOF on, so its data
 survives the restart), /readyz recovers within seconds, tasks written before the outage are
 readable and new turns run. A turn streaming through a short outage finishes, and a client that
 lost its stream resumes it with Last-Event-ID. Finally, a Redis that comes back empty makes old
@@ -34,6 +35,7 @@ from tests.fakes.fake_llm import text
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
 
 FAIL_FAST_S = 2.0
+FROZEN_FAIL_S = 4.0  # a generous bound on REDIS_COMMAND_TIMEOUT_S (1.5 s) + a short pool wait
 RECOVERY_S = 5.0
 
 
@@ -166,6 +168,52 @@ def test_outage_fails_fast_and_recovers(server, rpc, http, own_redis, fake_llm, 
     after = rpc.send(f"after {marker}", context_id=before["contextId"])
     assert after["status"]["state"] == "TASK_STATE_COMPLETED", after["status"]
     assert task_text(after) == "after"
+
+
+def test_a_frozen_redis_gives_clean_errors_fast_and_recovers(
+    server, rpc, http, own_redis, fake_llm, marker
+):
+    fake_llm.script(text("before the freeze", when_user_contains=f"first {marker}"))
+    before = rpc.send(f"first {marker}")
+    assert before["status"]["state"] == "TASK_STATE_COMPLETED", before["status"]
+    wait_ready(http)
+
+    own_redis.freeze()
+    try:
+        for method, params in [
+            ("GetTask", {"id": before["id"]}),
+            ("SendMessage", send_params(f"frozen {marker}")),
+            ("ListTasks", {}),
+        ]:
+            err, dt = timed(rpc.error, method, params)
+            assert_store_unavailable_rpc(err)
+            assert dt < FROZEN_FAIL_S, f"{method} took {dt:.2f}s with Redis frozen"
+
+        for method, path, body in [
+            ("GET", f"/tasks/{before['id']}", None),
+            ("POST", "/message:send", send_params(f"frozen rest {marker}")),
+            ("GET", "/tasks", None),
+        ]:
+            r, dt = timed(http.request, method, path, json=body, headers=A2A_HEADERS)
+            assert_store_unavailable_rest(r)
+            assert dt < FROZEN_FAIL_S, f"REST {method} {path} took {dt:.2f}s with Redis frozen"
+
+        r, dt = timed(http.get, "/readyz")
+        assert r.status_code == 503, (r.status_code, r.text)
+        assert dt < FROZEN_FAIL_S, f"/readyz took {dt:.2f}s with Redis frozen"
+        assert http.get("/healthz").status_code == 200
+    finally:
+        own_redis.thaw()
+
+    wait_ready(http)
+    again = rpc.get_task(before["id"])
+    assert task_text(again) == "before the freeze"
+    listed = rpc.result("ListTasks", {"contextId": before["contextId"]})
+    assert [t["id"] for t in listed["tasks"]] == [before["id"]]
+    fake_llm.script(text("after the freeze", when_user_contains=f"after {marker}"))
+    after = rpc.send(f"after {marker}", context_id=before["contextId"])
+    assert after["status"]["state"] == "TASK_STATE_COMPLETED", after["status"]
+    assert task_text(after) == "after the freeze"
 
 
 def test_turn_streams_through_a_short_outage(server, rpc, http, own_redis, fake_llm, marker):

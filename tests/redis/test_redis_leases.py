@@ -203,3 +203,24 @@ async def test_hand_over_makes_the_lease_expire_now(leases: RedisLeaseStore) -> 
     assert await leases.acquire(TASK, owner=OWNER, holder="successor", ttl_s=60)
     assert await leases.expired() == []
     assert await leases.renew(TASK, owner=OWNER, holder="stopping", ttl_s=60) == LeaseStatus.LOST
+
+
+async def test_renewals_move_the_expiry_index_and_lost_leases_stay_out(
+    leases: RedisLeaseStore, client: Redis, prefix: str
+) -> None:
+    """The sweep finds expired turns through the index: a renewal must push its score forward
+    (or a long turn would be pruned from the index and never recovered), a lost one must not
+    come back into it."""
+    keys = RedisKeys(prefix)
+    assert await leases.acquire(TASK, owner=OWNER, holder="a", ttl_s=1)
+    assert await leases.acquire("other", owner=OWNER, holder="b", ttl_s=60)
+    await leases.release("other", owner=OWNER, holder="b")
+    seconds, micros = await client.time()
+    now_ms = seconds * 1000 + micros // 1000
+    statuses = await leases.renew_many(
+        [(TaskRef(OWNER, TASK), "a"), (TaskRef(OWNER, "other"), "b")], ttl_s=60
+    )
+    assert statuses == [LeaseStatus.HELD, LeaseStatus.LOST]
+    score = await client.zscore(keys.running_leases(), keys.lease_member(OWNER, TASK))
+    assert score is not None and score >= now_ms + 59_000
+    assert await client.zscore(keys.running_leases(), keys.lease_member(OWNER, "other")) is None

@@ -26,6 +26,7 @@ from agent.loop import AgentLoop
 from agent.runner import TaskRunner, TurnCheckpoint
 from agent.state import LoopState
 from agent.tools import FunctionTool, Toolbox, ToolResult
+from stores.base import Fence
 from stores.memory import (
     InMemoryCheckpointStore,
     InMemoryLeaseStore,
@@ -216,16 +217,18 @@ LIST_WITH_NOT_A_HOOK = [HookClass, "not a hook"]
 class RecordingCheckpoints(InMemoryCheckpointStore):
     """Keeps every checkpoint ever saved, parsed."""
 
-    def __init__(self) -> None:
-        super().__init__()
+    def __init__(self, *, leases: InMemoryLeaseStore | None = None) -> None:
+        super().__init__(leases=leases)
         self.saved: list[tuple[str, TurnCheckpoint]] = []
 
-    async def save(self, task_id: str, checkpoint: str, *, owner: str) -> None:
+    async def save(
+        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
+    ) -> None:
+        await super().save(task_id, checkpoint, owner=owner, fence=fence)
         try:
             self.saved.append((task_id, TurnCheckpoint.model_validate_json(checkpoint)))
         except ValueError:
             pass  # a test planting a broken checkpoint
-        await super().save(task_id, checkpoint, owner=owner)
 
     def of(self, task_id: str) -> list[TurnCheckpoint]:
         return [checkpoint for saved_id, checkpoint in self.saved if saved_id == task_id]
@@ -233,10 +236,15 @@ class RecordingCheckpoints(InMemoryCheckpointStore):
 
 @dataclass
 class Stores:
-    tasks: InMemoryTaskStore = field(default_factory=InMemoryTaskStore)
-    messages: InMemoryMessageStore = field(default_factory=InMemoryMessageStore)
-    checkpoints: RecordingCheckpoints = field(default_factory=RecordingCheckpoints)
+    """The in-memory stores wired as in production: task and checkpoint writes are fenced by
+    the lease store."""
+
     leases: InMemoryLeaseStore = field(default_factory=InMemoryLeaseStore)
+    messages: InMemoryMessageStore = field(default_factory=InMemoryMessageStore)
+
+    def __post_init__(self) -> None:
+        self.tasks = InMemoryTaskStore(leases=self.leases)
+        self.checkpoints = RecordingCheckpoints(leases=self.leases)
 
     def runner(
         self, loop: AgentLoop, *, holder: str, lease_ttl_s: float = 15.0, history: int = 50
@@ -270,7 +278,7 @@ class Stores:
 
     async def submit(self, runner: TaskRunner, content: str = "hello") -> Task:
         task, message = await self.new_task(content)
-        await runner.start(task, message, owner=OWNER)
+        await start_turn(runner, task, message)
         return task
 
     async def entries(self, task_id: str, *, after: int = 0) -> list[JournalEntry]:
@@ -309,6 +317,33 @@ class Stores:
         return holder is None
 
 
+async def start_turn(
+    runner: TaskRunner,
+    task: Task,
+    message: Message,
+    *,
+    owner: str = OWNER,
+    trace_carrier: dict[str, str] | None = None,
+) -> None:
+    """Take the lease of an existing task and run a new turn for it (the handler's order,
+    with the task already created)."""
+    async with runner.starting(task.id, owner=owner) as start:
+        runner.launch_new(start, task, message, trace_carrier=trace_carrier)
+
+
+async def resume_turn(
+    runner: TaskRunner,
+    task: Task,
+    checkpoint: TurnCheckpoint,
+    *,
+    owner: str = OWNER,
+    recovered: bool = False,
+) -> None:
+    """Take the task's lease and go on from a checkpoint (as the supervisor's takeover does)."""
+    async with runner.starting(task.id, owner=owner) as start:
+        runner.launch_resumed(start, task, checkpoint, recovered=recovered)
+
+
 def user_message(content: str, *, task_id: str | None = None, context_id: str | None = None):
     return Message(
         message_id=str(uuid.uuid4()),
@@ -345,3 +380,21 @@ async def wait_until(predicate: Any, *, timeout_s: float = 2.0, what: str = "con
             return
         await asyncio.sleep(0.005)
     raise AssertionError(f"timed out waiting for {what}")
+
+
+async def expire_lease(stores: Stores, task_id: str, holder: str) -> None:
+    """The holder died: its lease runs out (taken with a tiny ttl)."""
+    assert await stores.leases.acquire(task_id, owner=OWNER, holder=holder, ttl_s=0.001)
+    await asyncio.sleep(0.005)
+    assert any(ref.task_id == task_id for ref in await stores.leases.expired())
+
+
+async def orphan_without_a_turn(stores: Stores, state: TaskState = TaskState.WORKING) -> Task:
+    """A task whose process died before it saved anything: its lease expired, no checkpoint."""
+    task, _ = await stores.new_task("lost")
+    if state != TaskState.SUBMITTED:
+        task.status = TaskStatus(state=state)
+        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+        await stores.tasks.publish(task.id, update, owner=OWNER, snapshot=task)
+    await expire_lease(stores, task.id, "dead-process")
+    return task

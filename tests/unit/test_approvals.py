@@ -27,6 +27,7 @@ from .engine_helpers import (
     collect,
     make_loop,
     of,
+    resume_turn,
     status_updates,
     tool_messages,
 )
@@ -211,7 +212,7 @@ async def test_runner_input_required_then_approve_completes(llm: ScriptedLLM) ->
         checkpoint = await runner.prepare_resume(task, approval_answer("approve"), owner=OWNER)
         assert isinstance(checkpoint, TurnCheckpoint)
         after = entries[-1].position
-        await runner.resume(await stores.snapshot(task.id), checkpoint, owner=OWNER)
+        await resume_turn(runner, await stores.snapshot(task.id), checkpoint, owner=OWNER)
         tail = await stores.journal_until_end(task.id, after=after)
 
         assert tail[-1].event.status.state == TaskState.COMPLETED
@@ -233,7 +234,7 @@ async def test_runner_deny_with_data_part_reason(llm: ScriptedLLM) -> None:
         checkpoint = await runner.prepare_resume(
             task, approval_answer({"approved": False, "reason": "too risky"}), owner=OWNER
         )
-        await runner.resume(await stores.snapshot(task.id), checkpoint, owner=OWNER)
+        await resume_turn(runner, await stores.snapshot(task.id), checkpoint, owner=OWNER)
         tail = await stores.journal_until_end(task.id, after=entries[-1].position)
         assert tail[-1].event.status.state == TaskState.COMPLETED
         assert log.calls == []

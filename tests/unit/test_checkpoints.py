@@ -24,6 +24,7 @@ from .engine_helpers import (
     chunk_text,
     chunks,
     make_loop,
+    resume_turn,
     status_updates,
     wait_until,
 )
@@ -38,12 +39,14 @@ async def crash(runner: TaskRunner, stores: Stores, task_id: str) -> None:
 
     (`drop`, not `shutdown`: a graceful shutdown hands the lease over at once, a crash does not.)
     """
+    holder = runner.lease_holder(task_id, owner=OWNER)
     await runner.drop(task_id, owner=OWNER)
     assert not runner.is_running(task_id, owner=OWNER)
     # the dead process's lease is still there until it expires ...
     assert not await stores.leases.acquire(task_id, owner=OWNER, holder="probe", ttl_s=1)
     # ... which we make happen now
-    assert await stores.leases.acquire(task_id, owner=OWNER, holder=runner.holder, ttl_s=0)
+    assert holder is not None
+    await stores.leases.hand_over(task_id, owner=OWNER, holder=holder)
 
 
 async def recover_elsewhere(
@@ -60,7 +63,9 @@ async def recover_elsewhere(
     runner = stores.runner(make_loop(llm, functions or []), holder=holder)
     after = await stores.position(task_id)
     try:
-        await runner.resume(await stores.snapshot(task_id), checkpoint, owner=OWNER, recovered=True)
+        await resume_turn(
+            runner, await stores.snapshot(task_id), checkpoint, owner=OWNER, recovered=True
+        )
         return await stores.journal_until_end(task_id, after=after)
     finally:
         await runner.shutdown()
@@ -257,7 +262,9 @@ async def test_unit_commits_are_idempotent_per_task_and_unit(llm: ScriptedLLM) -
 
     llm2 = ScriptedLLM(blocked())
     runner2 = stores.runner(make_loop(llm2, log.tools()), holder="process-2")
-    await runner2.resume(await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True)
+    await resume_turn(
+        runner2, await stores.snapshot(task.id), checkpoint, owner=OWNER, recovered=True
+    )
     await wait_until(lambda: llm2.calls == 1, what="second process's model call")
     await crash(runner2, stores, task.id)
 
@@ -279,7 +286,7 @@ async def test_resume_while_another_process_holds_the_lease_is_refused(llm: Scri
     runner2 = stores.runner(make_loop(ScriptedLLM()), holder="process-2")
     try:
         with pytest.raises(LeaseTaken):
-            await runner2.resume(task, checkpoint, owner=OWNER, recovered=True)
+            await resume_turn(runner2, task, checkpoint, owner=OWNER, recovered=True)
         assert not runner2.is_running(task.id, owner=OWNER)
     finally:
         await runner.shutdown()

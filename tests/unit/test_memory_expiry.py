@@ -5,7 +5,8 @@ from __future__ import annotations
 import pytest
 
 from stores import memory
-from stores.memory import InMemoryMessageStore, InMemoryTaskStore
+from stores.base import LeaseStatus
+from stores.memory import InMemoryLeaseStore, InMemoryMessageStore, InMemoryTaskStore
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
 
@@ -52,3 +53,19 @@ async def test_idle_conversations_expire(clock: Clock) -> None:
     await store.append("ctx-new", hello, owner="o", unit_id="u2")
     assert await store.window("ctx-old", owner="o", limit=10) == []
     assert len(await store.window("ctx-new", owner="o", limit=10)) == 1
+
+
+async def test_released_leases_are_forgotten_after_the_ttl_and_held_ones_kept(
+    clock: Clock,
+) -> None:
+    leases = InMemoryLeaseStore(ttl_s=3600)
+    first = await leases.acquire("released", owner="o", holder="a", ttl_s=30)
+    await leases.release("released", owner="o", holder="a")
+    await leases.acquire("running", owner="o", holder="b", ttl_s=30)
+    for _ in range(4):  # renewed well past the TTL: still its lease, still its epoch
+        clock.now += 1200
+        assert await leases.renew("running", owner="o", holder="b", ttl_s=30) == LeaseStatus.HELD
+    assert await leases.acquire("next", owner="o", holder="c", ttl_s=30)  # sweeps
+    assert await leases.renew("running", owner="o", holder="b", ttl_s=30) == LeaseStatus.HELD
+    # The released lease was forgotten: a new holder starts a fresh record (epoch 1 again).
+    assert await leases.acquire("released", owner="o", holder="d", ttl_s=30) == first

@@ -19,7 +19,7 @@ from stores.models import (
     TaskState,
 )
 
-from .engine_helpers import OWNER, Stores, chunks, status_updates
+from .engine_helpers import OWNER, Stores, chunks, start_turn, status_updates
 from .scripted_llm import ScriptedLLM, blocked, call, crash, fail, text, tools
 
 HOLDER = "process-1"
@@ -62,7 +62,7 @@ class Rig:
 
     async def submit(self, content: str = "hello", *, context_id: str | None = None) -> Task:
         task, message = await self.stores.new_task(content, context_id=context_id)
-        await self.runner.start(task, message, owner=OWNER)
+        await start_turn(self.runner, task, message)
         return task
 
     async def journal(self, task_id: str, *, timeout_s: float = 5.0) -> list[JournalEntry]:

@@ -8,7 +8,7 @@ import pytest
 
 from agent.supervisor import UNRECOVERABLE, TurnSupervisor
 from stores.base import LeaseStatus, TaskRef
-from stores.models import StatusUpdate, Task, TaskState, TaskStatus
+from stores.models import Role, TaskState
 
 from .engine_helpers import (
     OWNER,
@@ -16,7 +16,10 @@ from .engine_helpers import (
     ToolLog,
     chunk_text,
     chunks,
+    expire_lease,
     make_loop,
+    orphan_without_a_turn,
+    start_turn,
     status_updates,
     wait_until,
 )
@@ -27,13 +30,6 @@ CANCELED_TEXT = "The task was canceled."
 
 def supervisor_for(stores: Stores, runner) -> TurnSupervisor:
     return TurnSupervisor(runner, tasks=stores.tasks, checkpoints=stores.checkpoints)
-
-
-async def expire_lease(stores: Stores, task_id: str, holder: str) -> None:
-    """The holder died: its lease runs out (taken with a tiny ttl)."""
-    assert await stores.leases.acquire(task_id, owner=OWNER, holder=holder, ttl_s=0.001)
-    await asyncio.sleep(0.005)
-    assert any(ref.task_id == task_id for ref in await stores.leases.expired())
 
 
 # --- renewal ---------------------------------------------------------------------------------
@@ -127,7 +123,9 @@ async def test_lost_lease_stops_the_turn_here_without_recording_anything(
     before = await stores.entries(task.id)
 
     # the lease expired (a long pause) and another server took the turn over
-    await stores.leases.release(task.id, owner=OWNER, holder="process-1")
+    holder = runner.lease_holder(task.id, owner=OWNER)
+    assert holder is not None
+    await stores.leases.hand_over(task.id, owner=OWNER, holder=holder)
     assert await stores.leases.acquire(task.id, owner=OWNER, holder="process-2", ttl_s=30)
     await supervisor.renew_leases()
 
@@ -157,8 +155,7 @@ async def test_orphan_with_a_checkpoint_is_resumed_and_completes(llm: ScriptedLL
     dead = stores.runner(make_loop(llm, log.tools()), holder="process-1")
     task = await stores.submit(dead, "add")
     await asyncio.wait_for(step.entered.wait(), 2)
-    await dead.shutdown()  # the process dies mid-turn
-    await expire_lease(stores, task.id, "process-1")
+    await dead.shutdown()  # the process dies mid-turn: its lease expires now
     after = await stores.position(task.id)
 
     llm2 = ScriptedLLM(text("It is 3."))
@@ -187,22 +184,31 @@ async def test_orphan_with_a_checkpoint_is_resumed_and_completes(llm: ScriptedLL
     assert await stores.claim_is_free(task.context_id)
 
 
-async def _orphan_without_a_turn(stores: Stores, state: TaskState = TaskState.WORKING) -> Task:
-    task, _ = await stores.new_task("lost")
-    if state != TaskState.SUBMITTED:
-        task.status = TaskStatus(state=state)
-        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-        await stores.tasks.publish(task.id, update, owner=OWNER, snapshot=task)
-    await expire_lease(stores, task.id, "dead-process")
-    return task
-
-
-@pytest.mark.parametrize("state", [TaskState.SUBMITTED, TaskState.WORKING])
-async def test_orphan_without_a_checkpoint_fails_as_unrecoverable(
-    llm: ScriptedLLM, state: TaskState
-) -> None:
+async def test_orphan_that_never_started_is_started_and_completes(llm: ScriptedLLM) -> None:
+    """SUBMITTED without a checkpoint: its process died right after accepting it."""
     stores = Stores()
-    task = await _orphan_without_a_turn(stores, state)
+    task = await orphan_without_a_turn(stores, TaskState.SUBMITTED)
+    runner = stores.runner(make_loop(llm), holder="process-2")
+    llm.script(text("Started late."))
+    try:
+        await supervisor_for(stores, runner).recover_orphans()
+        entries = await stores.journal_until_end(task.id)
+    finally:
+        await runner.shutdown()
+    assert status_updates(entries)[-1].status.state == TaskState.COMPLETED
+    final = await stores.snapshot(task.id)
+    assert final.status.state == TaskState.COMPLETED
+    assert [m.role for m in final.history] == [Role.USER, Role.AGENT]
+    assert llm.calls == 1
+    window = await stores.messages.window(task.context_id, owner=OWNER, limit=10)
+    assert [m.role for m in window] == ["user", "assistant"]
+    assert await stores.claim_is_free(task.context_id)
+
+
+async def test_orphan_without_a_checkpoint_fails_as_unrecoverable(llm: ScriptedLLM) -> None:
+    """WORKING without a checkpoint: the turn started but saved nothing to go on from."""
+    stores = Stores()
+    task = await orphan_without_a_turn(stores, TaskState.WORKING)
     runner = stores.runner(make_loop(llm), holder="process-2")
     supervisor = supervisor_for(stores, runner)
 
@@ -227,7 +233,7 @@ async def test_orphan_with_an_unreadable_checkpoint_fails_as_unrecoverable(
     llm: ScriptedLLM,
 ) -> None:
     stores = Stores()
-    task = await _orphan_without_a_turn(stores)
+    task = await orphan_without_a_turn(stores)
     await stores.checkpoints.save(task.id, "{not json", owner=OWNER)
     runner = stores.runner(make_loop(llm), holder="process-2")
     await supervisor_for(stores, runner).recover_orphans()
@@ -245,7 +251,7 @@ async def test_orphan_of_a_task_no_longer_active_just_releases_the_lease(
     llm: ScriptedLLM, state: TaskState
 ) -> None:
     stores = Stores()
-    task = await _orphan_without_a_turn(stores, state)
+    task = await orphan_without_a_turn(stores, state)
     before = await stores.entries(task.id)
     runner = stores.runner(make_loop(llm), holder="process-2")
 
@@ -282,7 +288,10 @@ async def test_an_expired_lease_of_a_turn_running_here_is_not_taken_over(
     task = await stores.submit(runner)
     await asyncio.wait_for(step.entered.wait(), 2)
     try:
-        await expire_lease(stores, task.id, "process-1")
+        holder = runner.lease_holder(task.id, owner=OWNER)
+        assert holder is not None and holder.startswith("process-1/")
+        await stores.leases.hand_over(task.id, owner=OWNER, holder=holder)  # renewals starved
+        assert any(ref.task_id == task.id for ref in await stores.leases.expired())
         await supervisor.recover_orphans()
         assert llm.calls == 1, "the turn was started a second time"
         await supervisor.renew_leases()
@@ -296,7 +305,7 @@ async def test_an_expired_lease_of_a_turn_running_here_is_not_taken_over(
 
 async def test_an_orphan_another_server_took_first_is_left_alone(llm: ScriptedLLM) -> None:
     stores = Stores()
-    task = await _orphan_without_a_turn(stores)
+    task = await orphan_without_a_turn(stores)
     runner = stores.runner(make_loop(llm), holder="process-2")
     supervisor = supervisor_for(stores, runner)
     expired = await stores.leases.expired()
@@ -318,7 +327,7 @@ async def test_shutdown_hands_running_turns_over_at_once() -> None:
     llm = ScriptedLLM(blocked())
     runner = stores.runner(make_loop(llm), holder="stopping", lease_ttl_s=600)
     task, message = await stores.new_task("long")
-    await runner.start(task, message, owner=OWNER)
+    await start_turn(runner, task, message)
     await wait_until(lambda: llm.calls >= 1, what="the model call to start")
     assert await stores.leases.expired() == []
     await runner.shutdown()

@@ -12,7 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent.runner import TurnCheckpoint
 
-from .engine_helpers import OWNER, Stores, make_loop
+from .engine_helpers import OWNER, Stores, make_loop, resume_turn, start_turn
 from .scripted_llm import ScriptedLLM, call, text, tools
 
 TRACE_ID = 0x4BF92F3577B34DA6A3CE929D0E0E4736
@@ -51,7 +51,7 @@ async def test_a_turn_joins_the_clients_trace(spans: InMemorySpanExporter) -> No
     llm = ScriptedLLM(tools(call("c1", "add", {"a": 2, "b": 3})), text("5"))
     runner = stores.runner(make_loop(llm, [add]), holder="me")
     task, message = await stores.new_task("add 2 and 3")
-    await runner.start(task, message, owner=OWNER, trace_carrier={"traceparent": TRACEPARENT})
+    await start_turn(runner, task, message, trace_carrier={"traceparent": TRACEPARENT})
     await stores.journal_until_end(task.id)
 
     finished = list(spans.get_finished_spans())
@@ -73,7 +73,7 @@ async def test_a_resumed_turn_continues_the_same_trace(spans: InMemorySpanExport
     llm = ScriptedLLM(tools(call("c1", "add", {"a": 1, "b": 1})), text("2"))
     runner = stores.runner(make_loop(llm, [add]), holder="first")
     task, message = await stores.new_task("add")
-    await runner.start(task, message, owner=OWNER, trace_carrier={"traceparent": TRACEPARENT})
+    await start_turn(runner, task, message, trace_carrier={"traceparent": TRACEPARENT})
     await stores.journal_until_end(task.id)
     saved: TurnCheckpoint = stores.checkpoints.of(task.id)[-1]
     assert saved.trace_carrier["traceparent"].split("-")[1] == f"{TRACE_ID:032x}"
@@ -87,7 +87,7 @@ async def test_a_resumed_turn_continues_the_same_trace(spans: InMemorySpanExport
     checkpoint.loop.pending_calls, checkpoint.loop.results = [], {}
     await stores.leases.release(task.id, owner=OWNER, holder="first")
     before = await stores.position(task.id)
-    await other.resume(task, checkpoint, owner=OWNER, recovered=True)
+    await resume_turn(other, task, checkpoint, owner=OWNER, recovered=True)
     await stores.journal_until_end(task.id, after=before)
     (resumed,) = named(list(spans.get_finished_spans()), "agent.turn")
     assert resumed.context.trace_id == TRACE_ID

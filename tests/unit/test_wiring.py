@@ -39,7 +39,7 @@ async def test_environment_reaches_the_agent_and_the_card(
     llm.script(text("hi there"))
     app = create_app(Settings(), llm=llm)
     transport = httpx.ASGITransport(app=app)
-    async with httpx.AsyncClient(transport=transport, base_url="http://test") as client:
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         card_response = await client.get("/.well-known/agent-card.json")
         card = card_response.json()
         assert card["name"] == "Helper" and card["description"] == "Helps."
@@ -63,9 +63,12 @@ async def test_environment_reaches_the_agent_and_the_card(
 
 def test_command_line_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[tuple[str, int]] = []
-    monkeypatch.setattr(
-        cli.uvicorn, "run", lambda app, *, host, port, **_: served.append((host, port))
-    )
+
+    def serve(app: object, settings: Settings) -> int:
+        served.append((settings.a2a_host, settings.a2a_port))
+        return 0
+
+    monkeypatch.setattr(cli, "serve", serve)
     monkeypatch.setenv("A2A_HOST", "127.0.0.2")
     monkeypatch.setenv("A2A_PORT", "9001")
     assert cli.main([]) == 0

@@ -1,0 +1,110 @@
+"""Who is calling, and how: built once per request at the edge, then passed to the handler.
+
+Like a2a-python's `ServerCallContext`, but immutable and typed: the authenticated `Principal`
+(whose `owner` scopes every store key), and the request's protocol parameters that the
+handler, the engine and later push, 0.3 and tools need (trace context, `Last-Event-ID`,
+`A2A-Version`, `A2A-Extensions`). Nothing here is parsed into protocol meaning: the raw
+`Last-Event-ID` is checked by the operation that uses it, the version by the binding.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, field
+from types import MappingProxyType
+from typing import Literal
+
+from agent.tracing import current_carrier
+from stores.base import ANONYMOUS
+
+AuthScheme = Literal["none", "api-key", "jwt"]
+"""How a principal was authenticated: not at all, by an API key, by a bearer JWT."""
+
+TRACE_HEADERS = ("traceparent", "tracestate")
+
+
+@dataclass(frozen=True, slots=True)
+class Principal:
+    """An authenticated caller (or the anonymous one, when authentication is off)."""
+
+    id: str
+    """The API key's principal name, or the JWT's `sub`."""
+    scheme: AuthScheme
+    scopes: frozenset[str] = frozenset()
+
+    @property
+    def is_authenticated(self) -> bool:
+        return self.scheme != "none"
+
+    @property
+    def owner(self) -> str:
+        """The owner of everything this principal creates (tasks, conversations, pushes...).
+
+        Namespaced by scheme, so an API-key principal `alice` and a JWT whose `sub` is `alice`
+        never share data, and no credential can name the anonymous owner of data created while
+        authentication was off.
+        """
+        if self.scheme == "none":
+            return ANONYMOUS
+        return f"{self.scheme}:{self.id}"
+
+
+ANONYMOUS_PRINCIPAL = Principal(id=ANONYMOUS, scheme="none")
+
+
+def _frozen(mapping: Mapping[str, str]) -> Mapping[str, str]:
+    return MappingProxyType(dict(mapping))
+
+
+@dataclass(frozen=True, slots=True, kw_only=True)
+class CallContext:
+    """One request's caller and protocol parameters. Immutable; build it with `from_request`."""
+
+    principal: Principal = ANONYMOUS_PRINCIPAL
+    trace_carrier: Mapping[str, str] = field(default_factory=dict, hash=False)
+    """The W3C trace context (`traceparent`, `tracestate`) the turn joins: the request span's
+    when requests are traced, else the client's."""
+    last_event_id: str | None = None
+    """The raw SSE `Last-Event-ID` header: the last journal position the client saw."""
+    protocol_version: str | None = None
+    """`A2A-Version` (header, or the query parameter of that name); None when absent."""
+    requested_extensions: frozenset[str] = frozenset()
+    """The extension URIs listed in `A2A-Extensions`."""
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "trace_carrier", _frozen(self.trace_carrier))
+
+    @property
+    def owner(self) -> str:
+        return self.principal.owner
+
+    @classmethod
+    def from_request(
+        cls,
+        headers: Mapping[str, str],
+        *,
+        principal: Principal = ANONYMOUS_PRINCIPAL,
+        query: Mapping[str, str] | None = None,
+    ) -> CallContext:
+        """From request headers (Starlette's `Headers`, or any mapping; names in any case;
+        repeated headers joined with commas) and, for `A2A-Version` only, the query string."""
+        lower: dict[str, str] = {}
+        for name, value in headers.items():
+            key = name.lower()
+            lower[key] = f"{lower[key]},{value}" if key in lower else value
+        version = lower.get("a2a-version") or (query or {}).get("A2A-Version")
+        return cls(
+            principal=principal,
+            # The request span when requests are traced (itself a child of the client's
+            # `traceparent`), else the client's headers as they came.
+            trace_carrier=current_carrier()
+            or {name: lower[name] for name in TRACE_HEADERS if name in lower},
+            last_event_id=lower.get("last-event-id") or None,
+            protocol_version=version.strip() if version and version.strip() else None,
+            requested_extensions=parse_extensions(lower.get("a2a-extensions", "")),
+        )
+
+
+def parse_extensions(header: str) -> frozenset[str]:
+    """`A2A-Extensions: uri1, uri2`: the set of URIs (blank entries ignored)."""
+    return frozenset(uri.strip() for uri in header.split(",") if uri.strip())

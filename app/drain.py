@@ -1,0 +1,88 @@
+"""Draining: the process was told to stop; it answers what it can now and takes nothing new.
+
+    SIGTERM / SIGINT --cli.DrainingServer.handle_exit (loop.call_soon_threadsafe)--> Drain.start
+        /readyz                    -> 503
+        new sends, subscriptions   -> refused: Overloaded, "shutting down" (retry elsewhere)
+        blocking SendMessage waits -> answer at once with the task as it stands
+        open streams               -> end after the event they are at (a clean end of stream:
+                                      the client resubscribes elsewhere with Last-Event-ID)
+
+Then uvicorn shuts down as usual: connections close, and the lifespan hands every running turn
+over to another replica (TaskRunner.shutdown).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import enum
+import logging
+from collections.abc import Coroutine
+from typing import Any, Literal, TypeVar
+
+from agent.admission import Overloaded
+
+logger = logging.getLogger(__name__)
+
+T = TypeVar("T")
+
+SHUTTING_DOWN = "This server is shutting down; retry, another server will take the request"
+
+
+class Drained(enum.Enum):
+    """What a wait cut short by the drain returns."""
+
+    DRAINED = "drained"
+
+
+DRAINED: Literal[Drained.DRAINED] = Drained.DRAINED
+
+
+class Drain:
+    """The process-wide "stop taking work" signal. Lives on the event loop: `start` must run on
+    the loop's thread (a signal handler schedules it with `loop.call_soon_threadsafe`)."""
+
+    def __init__(self) -> None:
+        self._started = False
+        self._signal: asyncio.Future[None] | None = None
+
+    @property
+    def started(self) -> bool:
+        return self._started
+
+    def start(self) -> None:
+        """Begin draining: every wait in `unless_drained` returns at once. Idempotent."""
+        if self._started:
+            return
+        self._started = True
+        logger.info("draining: refusing new work; open streams and waits end now")
+        if self._signal is not None and not self._signal.done():
+            self._signal.set_result(None)
+
+    def refuse_new_work(self) -> None:
+        """Raise Overloaded once draining has begun."""
+        if self._started:
+            raise Overloaded(SHUTTING_DOWN, retry_after_s=1)
+
+    async def unless_drained(self, work: Coroutine[Any, Any, T]) -> T | Literal[Drained.DRAINED]:
+        """Run `work` until it finishes or the drain begins, whichever is first (then `work` is
+        cancelled and DRAINED returned). A result that is ready wins over the drain."""
+        if self._started:
+            work.close()
+            return DRAINED
+        job = asyncio.ensure_future(work)
+        try:
+            await asyncio.wait((job, self._wait()), return_when=asyncio.FIRST_COMPLETED)
+        finally:
+            if not job.done():  # drained, or this caller was cancelled: stop the work too
+                job.cancel()
+                await asyncio.wait((job,))
+        if job.cancelled():
+            return DRAINED
+        return job.result()
+
+    def _wait(self) -> asyncio.Future[None]:
+        if self._signal is None:
+            self._signal = asyncio.get_running_loop().create_future()
+            if self._started:
+                self._signal.set_result(None)
+        return self._signal

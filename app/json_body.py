@@ -1,0 +1,92 @@
+"""Strict JSON request bodies, shared by both bindings.
+
+`parse_json` accepts RFC 8259 JSON only: no `NaN`/`Infinity`, valid UTF-8, no lone surrogates,
+at most orjson's 1024 levels (orjson parses without Python recursion, so no input can raise a
+RecursionError here). Any failure is one error, a parse error, whatever its cause.
+
+`check_depth` then walks the parsed value without recursion and refuses anything nested deeper
+than the configured limit (A2A_MAX_JSON_DEPTH), naming the field, before the value reaches a
+handler: what is accepted can be stored, read back and rendered by every store (pydantic's own
+JSON reader stops at about 200 levels).
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import orjson
+
+from app.errors import InvalidParamsError, JSONParseError, UnsupportedMediaTypeError
+
+_BOM = b"\xef\xbb\xbf"  # tolerated at the start (RFC 8259 section 8.1 allows ignoring it)
+_PATH_SHOWN = 8  # path components named in a depth error; deeper ones are elided
+_KEY_SHOWN = 64  # characters of one object key named in a depth error
+
+# A container met during the walk: (value, depth, parent node, key in the parent).
+_Node = tuple[Any, int, "_Node | None", str | int | None]
+
+
+JSON_MEDIA_TYPES = ("application/json", "application/a2a+json", "")
+"""What both bindings take as a JSON body (a missing Content-Type is taken as JSON); anything
+else, such as the form type `curl -d` sends by default, is refused with 415."""
+
+
+def check_json_media_type(content_type: str) -> None:
+    """UnsupportedMediaTypeError (415, -32005) unless `content_type` is a JSON media type."""
+    media_type = content_type.split(";")[0].strip().lower()
+    if media_type not in JSON_MEDIA_TYPES:
+        raise UnsupportedMediaTypeError(
+            f"Content-Type {media_type!r} is not supported;"
+            " send application/json or application/a2a+json"
+        )
+
+
+def parse_json(body: bytes) -> Any:
+    """The body as JSON, or JSONParseError (-32700 / HTTP 400) for anything that is not JSON."""
+    try:
+        return orjson.loads(body.removeprefix(_BOM))
+    except orjson.JSONDecodeError as exc:
+        raise JSONParseError(f"Invalid JSON payload: {exc}") from exc
+
+
+def check_depth(value: Any, *, limit: int) -> None:
+    """Raise InvalidParamsError if objects and arrays nest more than `limit` levels (the top-level
+    value is level 1); the message names the path of the first value found too deep."""
+    if not isinstance(value, dict | list):
+        return
+    stack: list[_Node] = [(value, 1, None, None)]
+    while stack:
+        node = stack.pop()
+        container, depth = node[0], node[1]
+        items = container.items() if isinstance(container, dict) else enumerate(container)
+        children: list[_Node] = []
+        for key, child in items:
+            if isinstance(child, dict | list):
+                if depth == limit:
+                    path = _path(node, key)
+                    raise InvalidParamsError(
+                        f"Invalid parameters: {path}: nested deeper than {limit} levels"
+                        " of JSON objects and arrays",
+                        field=path,
+                        maxDepth=str(limit),
+                    )
+                children.append((child, depth + 1, node, key))
+        stack.extend(reversed(children))  # so the first too-deep value in document order is named
+
+
+def _path(parent: _Node, key: str | int) -> str:
+    """`params.message.parts[0].data`: the keys from the top down to `key` under `parent`."""
+    keys: list[str | int] = [key]
+    node: _Node | None = parent
+    while node is not None and node[3] is not None:
+        keys.append(node[3])
+        node = node[2]
+    keys.reverse()
+    text = ""
+    for key in keys[:_PATH_SHOWN]:
+        if isinstance(key, int):
+            text += f"[{key}]"
+        else:
+            name = key if len(key) <= _KEY_SHOWN else key[:_KEY_SHOWN] + "…"
+            text += f".{name}" if text else name
+    return text + ("…" if len(keys) > _PATH_SHOWN else "")

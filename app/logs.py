@@ -1,0 +1,95 @@
+"""Logging of the server process: text or one JSON object per line (LOG_FORMAT), one handler on
+the root logger that every library's logger (uvicorn's too) reaches.
+
+JSON lines carry `time`, `level`, `logger` and `message`, plus every `key=<value>` field of the
+message as a key of its own (the house log style), so `task_id`, `trace_id`... can be queried.
+LiteLLM logs every model call at INFO, twice: its loggers (and httpx's, which logs each request)
+stay at WARNING unless LOG_LEVEL=debug.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import re
+import sys
+from datetime import UTC, datetime
+from typing import TextIO
+
+from app.settings import Settings
+
+_FIELD = re.compile(r"(\w+)=<([^<>]*)>")
+_RESERVED = frozenset({"time", "level", "logger", "message", "exception"})
+CHATTY_LOGGERS = ("LiteLLM", "LiteLLM Router", "LiteLLM Proxy", "litellm", "httpx", "httpcore")
+"""Libraries that log every call at INFO: quiet unless LOG_LEVEL=debug."""
+UVICORN_LOGGERS = ("uvicorn", "uvicorn.error", "uvicorn.access")
+
+
+class JsonFormatter(logging.Formatter):
+    """One JSON object per record."""
+
+    def format(self, record: logging.LogRecord) -> str:
+        message = record.getMessage()
+        line: dict[str, object] = {
+            "time": datetime.fromtimestamp(record.created, UTC).isoformat(timespec="milliseconds"),
+            "level": record.levelname,
+            "logger": record.name,
+            "message": message,
+        }
+        for key, value in _FIELD.findall(message):
+            if key not in _RESERVED:
+                line.setdefault(key, value)
+        if record.exc_info:
+            line["exception"] = self.formatException(record.exc_info)
+        return json.dumps(line, ensure_ascii=False, default=str)
+
+
+class _ServerHandler(logging.StreamHandler):  # type: ignore[type-arg]
+    """The handler `configure_logging` installs (so a second call replaces it)."""
+
+
+def configure_logging(settings: Settings, *, stream: TextIO | None = None) -> None:
+    """Install the one root handler in the configured format and quiet the chatty libraries."""
+    handler = _ServerHandler(stream or sys.stderr)
+    if settings.log_format == "json":
+        handler.setFormatter(JsonFormatter())
+    else:
+        handler.setFormatter(logging.Formatter("%(asctime)s %(levelname)s %(name)s: %(message)s"))
+    root = logging.getLogger()
+    for old in [each for each in root.handlers if isinstance(each, _ServerHandler)]:
+        root.removeHandler(old)
+    root.addHandler(handler)
+    level = settings.log_level.upper()
+    root.setLevel(level)
+    for name in UVICORN_LOGGERS:
+        # uvicorn is started without a log config of its own: its lines go through this handler.
+        server_logger = logging.getLogger(name)
+        server_logger.handlers, server_logger.propagate, server_logger.disabled = [], True, False
+        server_logger.setLevel(logging.NOTSET)  # uvicorn sets LOG_LEVEL on it as it starts
+    debug = level == "DEBUG"
+    for name in CHATTY_LOGGERS:
+        logging.getLogger(name).setLevel(logging.DEBUG if debug else logging.WARNING)
+
+
+# uvicorn's one-line warnings about a request it could not even parse: the client's fault, and at
+# WARNING a cheap log flood (one line per garbage connection), so they are logged at DEBUG.
+_MALFORMED_HTTP = (
+    "Invalid HTTP request received.",
+    "Unsupported upgrade request.",
+    "No supported WebSocket library detected.",
+)
+
+
+class _MalformedHttpAtDebug(logging.Filter):
+    def filter(self, record: logging.LogRecord) -> bool:
+        if record.levelno == logging.WARNING and record.getMessage().startswith(_MALFORMED_HTTP):
+            record.levelno, record.levelname = logging.DEBUG, "DEBUG"
+            return logging.getLogger(record.name).isEnabledFor(logging.DEBUG)
+        return True
+
+
+def log_malformed_http_at_debug() -> None:
+    """Install (once) the filter that moves uvicorn's malformed-request warnings to DEBUG."""
+    server_log = logging.getLogger("uvicorn.error")
+    if not any(isinstance(each, _MalformedHttpAtDebug) for each in server_log.filters):
+        server_log.addFilter(_MalformedHttpAtDebug())

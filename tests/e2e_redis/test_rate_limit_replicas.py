@@ -1,0 +1,37 @@
+"""A2A_RATE_LIMIT with Redis: one bucket per principal, shared by every replica."""
+
+from __future__ import annotations
+
+import httpx
+import pytest
+
+from tests.e2e.harness import A2A_HEADERS
+
+pytestmark = pytest.mark.timeout(120)
+
+SERVER_ENV = {"A2A_API_KEYS": "alice:alice-key-1,bob:bob-key-2", "A2A_RATE_LIMIT": "4/minute"}
+
+
+def list_tasks(url: str, key: str) -> httpx.Response:
+    body = {"jsonrpc": "2.0", "id": 1, "method": "ListTasks", "params": {}}
+    headers = {**A2A_HEADERS, "Authorization": f"Bearer {key}"}
+    return httpx.post(url + "/", json=body, headers=headers, trust_env=False, timeout=10)
+
+
+def test_two_replicas_share_one_bucket_per_principal(replicas, redis_client, prefix):
+    a, b = replicas
+    codes = [list_tasks(server.url, "alice-key-1").status_code for server in (a, b, a, b)]
+    assert codes == [200, 200, 200, 200], codes
+    refused = list_tasks(b.url, "alice-key-1")
+    assert refused.status_code == 429, refused.text
+    assert int(refused.headers["retry-after"]) >= 1, refused.headers
+    assert refused.json()["error"]["data"][0]["reason"] == "RATE_LIMITED", refused.text
+    refused = httpx.get(
+        a.url + "/tasks",
+        headers={**A2A_HEADERS, "X-API-Key": "alice-key-1"},
+        trust_env=False,
+    )
+    assert refused.status_code == 429 and "retry-after" in refused.headers, refused.text
+    # Another principal has its own bucket; the bucket is in Redis under the prefix.
+    assert list_tasks(a.url, "bob-key-2").status_code == 200
+    assert redis_client.keys(f"{prefix}:rate:*"), "the buckets are not in Redis"

@@ -1,0 +1,89 @@
+"""app.json_body: strict parsing and the iterative depth walk (the e2e tests cover the wire)."""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pytest
+from pydantic import ValidationError
+
+from app.errors import InvalidParamsError, JSONParseError
+from app.json_body import check_depth, parse_json
+from app.settings import Settings
+from app.wire_v1 import render_task
+from stores.base import TaskQuery
+from stores.memory import InMemoryTaskStore
+from stores.models import Task, TaskSnapshot
+from stores.redis_support import dump_event, dump_task, load_event, load_task
+
+
+def nested(levels: int, inner: Any = "x") -> Any:
+    value = inner
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.mark.parametrize(
+    "body",
+    [b"NaN", b"[Infinity]", b'"\\ud800"', b'"\xed\xa0\x80"', b"\xff", b"[" * 100_000, b""],
+)
+def test_anything_but_json_is_a_parse_error(body: bytes) -> None:
+    with pytest.raises(JSONParseError):
+        parse_json(body)
+
+
+def test_a_leading_byte_order_mark_is_tolerated() -> None:
+    assert parse_json(b'\xef\xbb\xbf{"a": 1}') == {"a": 1}
+
+
+def test_the_limit_itself_passes_one_more_level_does_not() -> None:
+    check_depth({"a": nested(3)}, limit=4)
+    with pytest.raises(InvalidParamsError) as raised:
+        check_depth({"a": nested(4)}, limit=4)
+    assert raised.value.message.startswith("Invalid parameters: a[0][0][0]:"), raised.value
+    assert raised.value.metadata == {"field": "a[0][0][0]", "maxDepth": "4"}
+
+
+def test_the_first_too_deep_value_in_document_order_is_named() -> None:
+    params = {"message": {"parts": [{"text": "x"}, {"data": {"k": nested(40)}}], "z": nested(50)}}
+    with pytest.raises(InvalidParamsError) as raised:
+        check_depth({"params": params}, limit=12)
+    assert raised.value.metadata["field"] == "params.message.parts[1].data.k[0][0]…"
+
+
+def test_a_long_key_is_shortened_in_the_path() -> None:
+    with pytest.raises(InvalidParamsError) as raised:
+        check_depth({"k" * 500: nested(10)}, limit=4)
+    assert raised.value.metadata["field"] == "k" * 64 + "…[0][0][0]"
+
+
+def test_the_walk_does_not_recurse() -> None:
+    check_depth(nested(200_000), limit=1_000_000)  # a recursive walk dies long before this
+    with pytest.raises(InvalidParamsError):
+        check_depth(nested(200_000), limit=32)
+    check_depth([[1, 2]] * 100_000 + [{"a": {"b": None}}], limit=3)
+
+
+async def test_the_setting_stays_within_what_the_stores_read_back() -> None:
+    deepest = Settings(a2a_max_json_depth=128).a2a_max_json_depth
+    with pytest.raises(ValidationError):
+        Settings(a2a_max_json_depth=deepest + 1)
+    # The deepest data a request can carry at the maximum (REST: 4 levels above `data`) goes
+    # through every store's way of keeping it: Redis JSON (task and journal), in-memory copies.
+    data = nested(deepest - 4)
+    check_depth({"message": {"parts": [{"data": data}]}}, limit=deepest)
+    task = Task.model_validate(
+        {
+            "id": "t",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_SUBMITTED"},
+            "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}],
+        }
+    )
+    assert load_task(dump_task(task)) == task
+    assert load_event(dump_event(TaskSnapshot(task=task))) == TaskSnapshot(task=task)
+    store = InMemoryTaskStore()
+    await store.create(task, owner="o")
+    (listed,) = (await store.list(TaskQuery(), owner="o")).tasks
+    assert render_task(listed)["history"][0]["parts"][0]["data"] == data

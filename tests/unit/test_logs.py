@@ -1,0 +1,92 @@
+"""LOG_FORMAT, the quiet libraries, and what the log says about requests, turns and stores."""
+
+from __future__ import annotations
+
+import io
+import json
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+import pytest
+
+from app.logs import configure_logging
+from app.main import create_app, describe_stores
+from app.settings import Settings
+
+from .scripted_llm import ScriptedLLM, text
+
+
+@pytest.fixture
+def restored_logging() -> Iterator[None]:
+    root = logging.getLogger()
+    handlers, level = list(root.handlers), root.level
+    names = ("LiteLLM", "httpx", "httpcore", "uvicorn", "uvicorn.error", "uvicorn.access")
+    saved = {name: vars(logging.getLogger(name)).copy() for name in names}
+    yield
+    root.handlers, root.level = handlers, level
+    for name, state in saved.items():
+        vars(logging.getLogger(name)).update(state)
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_json_lines_carry_the_key_value_fields_and_uvicorn_goes_through_them() -> None:
+    out = io.StringIO()
+    configure_logging(Settings(log_format="json"), stream=out)
+    logging.getLogger("app.test").info("task_id=<%s>, state=<%s> | turn ended", "t-1", "done")
+    logging.getLogger("uvicorn.error").info("Started server process")
+    first, second = (json.loads(line) for line in out.getvalue().splitlines())
+    assert first["level"] == "INFO" and first["logger"] == "app.test"
+    assert first["message"] == "task_id=<t-1>, state=<done> | turn ended"
+    assert (first["task_id"], first["state"]) == ("t-1", "done")
+    assert first["time"].endswith("+00:00")
+    assert second["logger"] == "uvicorn.error" and second["message"] == "Started server process"
+
+
+@pytest.mark.usefixtures("restored_logging")
+def test_litellm_is_quiet_unless_debug() -> None:
+    out = io.StringIO()
+    configure_logging(Settings(), stream=out)
+    logging.getLogger("LiteLLM").info("litellm.acompletion(model=x) 200 OK")
+    assert out.getvalue() == ""
+    configure_logging(Settings(log_level="debug"), stream=out)
+    logging.getLogger("LiteLLM").info("litellm.acompletion(model=x) 200 OK")
+    assert "200 OK" in out.getvalue()
+
+
+def test_the_store_backend_is_named_without_credentials() -> None:
+    assert describe_stores(Settings()) == "stores=<memory>"
+    redis = Settings(redis_url="redis://user:s3cret@redis.internal:6380/2")
+    assert describe_stores(redis) == "stores=<redis>, url=<redis://redis.internal:6380/2>"
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+async def test_one_line_per_request_and_per_turn_without_message_text(
+    llm: ScriptedLLM, caplog: pytest.LogCaptureFixture
+) -> None:
+    caplog.set_level(logging.INFO)
+    llm.script(text("the secret answer"))
+    app = create_app(Settings(llm_model="openai/not-called"), llm=llm)
+    transport = httpx.ASGITransport(app=app)
+    message = {"messageId": "m1", "role": "ROLE_USER", "parts": [{"text": "private question"}]}
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        reply = (await client.post("/", json=rpc("SendMessage", {"message": message}))).json()
+        task = reply["result"]["task"]
+        await client.post("/", json=rpc("GetTask", {"id": "missing"}))
+    above_debug = [r for r in caplog.records if r.levelno > logging.DEBUG]
+    lines = [r.getMessage() for r in above_debug]
+    turns = [line for line in lines if line.endswith("| turn ended")]
+    assert len(turns) == 1
+    assert f"task_id=<{task['id']}>, context_id=<{task['contextId']}>" in turns[0]
+    assert "state=<TASK_STATE_COMPLETED>" in turns[0] and "model_calls=<1>" in turns[0]
+    requests = [line for line in lines if line.endswith("| request")]
+    assert len(requests) == 2
+    assert "method=<SendMessage>, binding=<jsonrpc>, outcome=<ok>" in requests[0]
+    assert "owner=<" in requests[0]
+    assert "method=<GetTask>" in requests[1] and "outcome=<TASK_NOT_FOUND>" in requests[1]
+    assert "task_id=<missing>" in requests[1]
+    assert not [line for line in lines if "private question" in line or "secret answer" in line]

@@ -1,0 +1,91 @@
+"""One stored task that cannot be rendered never breaks the others' reads (in-memory store).
+
+The API refuses such input now (A2A_MAX_JSON_DEPTH), so the poison is put straight into the
+store the app uses: a task whose data part nests deeper than the serializer goes. ListTasks leaves
+it out and logs it once at WARNING (no traceback); GetTask answers it as not found, in each
+binding's shape.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator
+from typing import Any
+
+import httpx
+import pytest
+
+import app.main
+from app.main import create_app
+from app.settings import Settings
+from stores.base import ANONYMOUS
+from stores.memory import InMemoryStores
+from stores.models import Task
+
+from .scripted_llm import ScriptedLLM
+
+POISON_LEVELS = 300  # stored and copied fine; pydantic's serializer stops near 255
+
+
+def task(task_id: str, data: Any) -> Task:
+    return Task.model_validate(
+        {
+            "id": task_id,
+            "contextId": "ctx-poison",
+            "status": {"state": "TASK_STATE_COMPLETED"},
+            "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"data": data}]}],
+        }
+    )
+
+
+def nested(levels: int) -> Any:
+    value: Any = "x"
+    for _ in range(levels):
+        value = [value]
+    return value
+
+
+@pytest.fixture
+async def client(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
+    stores = InMemoryStores.create(ttl_s=3600)
+    monkeypatch.setattr(app.main, "build_stores", lambda settings: stores)
+    await stores.tasks.create(task("good", {"fine": [1, 2]}), owner=ANONYMOUS)
+    await stores.tasks.create(task("poison", nested(POISON_LEVELS)), owner=ANONYMOUS)
+    transport = httpx.ASGITransport(app=create_app(Settings(), llm=ScriptedLLM()))
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
+        yield http
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+async def test_list_tasks_leaves_out_a_task_it_cannot_render(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        listed = (await client.post("/", json=rpc("ListTasks", {}))).json()
+        rest = await client.get("/tasks")
+    assert [t["id"] for t in listed["result"]["tasks"]] == ["good"], listed
+    assert rest.status_code == 200, rest.text
+    assert [t["id"] for t in rest.json()["tasks"]] == ["good"]
+    warnings = [r for r in caplog.records if "poison" in r.getMessage()]
+    assert len(warnings) == 2, caplog.text  # once per list
+    assert all(r.levelno == logging.WARNING and r.exc_info is None for r in warnings)
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+
+
+async def test_get_task_answers_an_unrenderable_task_as_not_found(
+    client: httpx.AsyncClient, caplog: pytest.LogCaptureFixture
+) -> None:
+    with caplog.at_level(logging.WARNING):
+        body = (await client.post("/", json=rpc("GetTask", {"id": "poison"}))).json()
+        rest = await client.get("/tasks/poison")
+    assert body["error"]["code"] == -32001, body
+    assert body["error"]["data"][0]["metadata"] == {"taskId": "poison"}
+    assert rest.status_code == 404, rest.text
+    assert rest.json()["error"]["status"] == "NOT_FOUND"
+    assert not [r for r in caplog.records if r.levelno >= logging.ERROR], caplog.text
+    assert all(r.exc_info is None for r in caplog.records)
+    good = (await client.post("/", json=rpc("GetTask", {"id": "good"}))).json()
+    assert good["result"]["history"][0]["parts"][0]["data"] == {"fine": [1, 2]}
