@@ -21,8 +21,6 @@ from app.logs import configure_logging
 from app.main import create_app
 from app.settings import Settings
 
-GRACEFUL_SHUTDOWN_S = 10
-
 
 class DrainingServer(uvicorn.Server):
     """uvicorn's server, except that SIGTERM / SIGINT first starts the app's drain.
@@ -59,7 +57,9 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         port=settings.a2a_port,
         log_level=settings.log_level.lower(),
         log_config=None,  # app.logs configured logging (LOG_FORMAT): uvicorn keeps it
-        timeout_graceful_shutdown=GRACEFUL_SHUTDOWN_S,
+        # Connections get three quarters of the grace; the rest is for the lifespan's hand-over
+        # of running turns, so the process is gone within A2A_SHUTDOWN_GRACE_S.
+        timeout_graceful_shutdown=max(1, int(settings.a2a_shutdown_grace_s * 0.75)),
         http=with_header_timeout(settings.a2a_header_timeout_s),
         timeout_keep_alive=settings.a2a_keep_alive_timeout_s,
         h11_max_incomplete_event_size=settings.a2a_max_header_bytes,

@@ -142,6 +142,12 @@ class Settings(BaseSettings):
         ge=1,
         description="Turns of one principal running at once on this replica (503 beyond).",
     )
+    a2a_shutdown_grace_s: float = Field(
+        20.0,
+        gt=0,
+        description="On SIGTERM: time to drain (streams end, turns hand over) before the process"
+        " exits; keep Kubernetes' `terminationGracePeriodSeconds` above it.",
+    )
     a2a_max_connections: int = Field(
         1000,
         ge=1,
