@@ -9,6 +9,9 @@ process, and takes over turns whose process died.
     every lease_ttl/3:  expired leases --acquire (a free slot here)--> resume from the checkpoint,
                         start a turn that never started (SUBMITTED), or fail the task with a reason
 
+    every presence_ttl/3: heartbeat --> processes whose heartbeat lapsed (killed, node lost)
+                        --> their leases expire now --> taken over at once, not after LEASE_TTL_S
+
 A takeover needs a free running-turn slot: a replica at its limit leaves the turn for another
 replica (or its own next sweep), so recovery never overloads a replica.
 """
@@ -21,7 +24,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from agent.admission import Overloaded
-from agent.runner import LeaseTaken, TaskRunner, TurnCheckpoint, TurnStart
+from agent.publisher import TurnCheckpoint
+from agent.runner import LeaseTaken, TaskRunner, TurnStart
 from stores.base import (
     CheckpointStore,
     LeaseLost,
@@ -33,6 +37,11 @@ from stores.base import (
 from stores.models import Role, TaskState
 
 logger = logging.getLogger(__name__)
+
+MIN_PRESENCE_TTL_S = 2.0
+"""A heartbeat lapses after a third of the lease (at least this): short enough to take a killed
+process's turns over well before their leases expire, long enough that a busy event loop is not
+taken for a dead one (and if it is, fencing stops it: the turn goes on elsewhere)."""
 
 UNRECOVERABLE = (
     "The server running this task stopped before the turn could be saved, so it cannot go on;"
@@ -49,14 +58,28 @@ class TurnSupervisor:
         self._tasks = tasks
         self._checkpoints = checkpoints
         self._interval_s = runner.lease_ttl_s / 3
+        self._presence_ttl_s = max(MIN_PRESENCE_TTL_S, runner.lease_ttl_s / 3)
         self._jobs: list[asyncio.Task[None]] = []
         self._cancels: set[asyncio.Task[bool]] = set()
+
+    async def __aenter__(self) -> TurnSupervisor:
+        self.start()
+        return self
+
+    async def __aexit__(self, *_: object) -> None:
+        """Stop the supervisor's jobs, then every turn running here, each handed over."""
+        await self.stop()
+        await self._runner.shutdown()
 
     def start(self) -> None:
         self._jobs = [
             asyncio.create_task(self._forever(self.renew_leases), name="lease-renewal"),
             asyncio.create_task(self._forever(self.recover_orphans), name="turn-recovery"),
             asyncio.create_task(self._hear_cancels(), name="cancel-listener"),
+            asyncio.create_task(
+                self._forever(self.heartbeat, interval_s=self._presence_ttl_s / 3),
+                name="heartbeat",
+            ),
         ]
 
     async def stop(self) -> None:
@@ -65,8 +88,13 @@ class TurnSupervisor:
         for job in self._jobs:
             with suppress(asyncio.CancelledError):
                 await job
+        if self._jobs:
+            with suppress(StoreUnavailable):
+                await self._leases.leave(self._runner.holder)
 
-    async def _forever(self, step: Callable[[], Awaitable[None]]) -> None:
+    async def _forever(
+        self, step: Callable[[], Awaitable[None]], *, interval_s: float | None = None
+    ) -> None:
         while True:
             try:
                 await step()
@@ -76,7 +104,20 @@ class TurnSupervisor:
                 logger.warning("store unavailable; %s retries", name)
             except Exception:
                 logger.exception("supervisor step failed")
-            await asyncio.sleep(self._interval_s)
+            await asyncio.sleep(interval_s or self._interval_s)
+
+    async def heartbeat(self) -> None:
+        """Say this process is alive; hand over the turns of processes that stopped saying so."""
+        lapsed = await self._leases.heartbeat(self._runner.holder, ttl_s=self._presence_ttl_s)
+        for process in lapsed:
+            count = await self._leases.hand_over_process(process)
+            logger.warning(
+                "process=<%s>, turns=<%d> | a server stopped heartbeating; taking its turns over",
+                process,
+                count,
+            )
+            if count:
+                await self.recover_orphans()
 
     async def renew_leases(self) -> None:
         runner = self._runner
@@ -143,7 +184,7 @@ class TurnSupervisor:
             return
         logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
         with suppress(LeaseLost):
-            await runner.record_state(
+            await runner.publisher.record_state(
                 task, TaskState.FAILED, owner=ref.owner, text=UNRECOVERABLE, fence=start.fence
             )
             runner.observer.on_takeover("failed")

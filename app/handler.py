@@ -172,7 +172,7 @@ class RequestHandler:
             # Nobody runs it (waiting for input): record the cancel here, unless an answer has
             # just moved it on (then it runs somewhere: ask that process below).
             with contextlib.suppress(StateConflict):
-                await runner.record_state(
+                await runner.publisher.record_state(
                     task, TaskState.CANCELED, owner=owner, text=_CANCELED, if_state=state
                 )
                 return
@@ -181,7 +181,7 @@ class RequestHandler:
             # Its process died (or it just ended): record the cancel under our lease, but only
             # over the state we saw; a task that finished meanwhile stays finished.
             try:
-                await runner.record_state(
+                await runner.publisher.record_state(
                     task,
                     TaskState.CANCELED,
                     owner=owner,
@@ -366,7 +366,7 @@ class RequestHandler:
     ) -> int:
         """Record a state change made here rather than by a running turn."""
         try:
-            return await self._runner.record_state(
+            return await self._runner.publisher.record_state(
                 task, state, owner=owner, if_state=if_state, fence=fence
             )
         except StateConflict as exc:

@@ -217,14 +217,14 @@ def create_app(
         logger.info("%s | task stores", describe_stores(settings))
         tracer_provider = start_tracing(settings, version=package_version())
         warm_up = asyncio.create_task(_warm_up(llm_client, model_ready))
-        supervisor.start()
         try:
-            yield
+            async with supervisor:  # on the way out: its jobs stop, running turns hand over
+                try:
+                    yield
+                finally:
+                    drain.start()  # already started by a signal, unless something else stops it
+                    warm_up.cancel()
         finally:
-            drain.start()  # already started by a signal, unless something else stops the app
-            warm_up.cancel()
-            await supervisor.stop()
-            await runner.shutdown()
             await stores.aclose()
             await edge.aclose()
             stop_tracing(tracer_provider)

@@ -257,6 +257,23 @@ class LeaseStore(ABC):
         """Let our lease expire now (this process is stopping): another process takes the turn
         over at its next look for expired leases, instead of after the lease's full TTL."""
 
+    async def heartbeat(self, process: str, *, ttl_s: float) -> list[str]:
+        """Say that `process` is alive for `ttl_s` more, and learn which processes stopped saying
+        so (they died without leaving). Each lapsed process is returned to one caller only, who
+        hands its leases over (`hand_over_process`). A store that serves one process has no
+        others to learn of."""
+        return []
+
+    async def hand_over_process(self, process: str) -> int:
+        """Let every lease held by `process` (holders `<process>/<nonce>`) expire now, as
+        `hand_over` would; the number of leases. For a process known to be gone."""
+        return 0
+
+    async def leave(self, process: str) -> None:
+        """`process` stops here, on purpose: it no longer heartbeats (no one should hand over
+        its leases for it; it hands them over itself)."""
+        return None
+
     @abstractmethod
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         """Flag the task for cancellation and notify whichever process holds its lease."""

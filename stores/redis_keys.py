@@ -15,6 +15,7 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
     p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
     p:leases                            ZSET    "<owner>:<task>" of held leases, score = expiry ms
+    p:processes                         ZSET    live server processes, score = heartbeat expiry ms
     p:cancel                            pub/sub channel of cancel requests (not a key)
 
 Structural scoping: the owner is in every key, so one owner cannot name another's data.
@@ -103,6 +104,9 @@ class RedisKeys:
 
     def running_leases(self) -> str:
         return f"{self.prefix}:leases"
+
+    def processes(self) -> str:
+        return f"{self.prefix}:processes"
 
     def cancel_channel(self) -> str:
         return f"{self.prefix}:cancel"

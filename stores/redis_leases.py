@@ -26,6 +26,12 @@ dropped. A process that dies between an acquire's two steps leaves a lease the i
 know; that is harmless because a lease is always taken before the write it guards: a new task is
 created only after its lease is indexed, and an answered task moves to SUBMITTED only after that.
 
+Processes known to be gone: every process heartbeats into `p:processes` (score: when its
+heartbeat lapses). A process killed outright stops heartbeating long before its leases expire;
+the first heartbeat of another process to see that removes it and gets its name, and hands its
+leases over (each made to expire now, as a graceful shutdown does), so the takeover does not wait
+for the whole lease. A paused process wrongly taken for dead loses nothing: the fence stops it.
+
 Pub/sub is fire-and-forget: a message sent while a listener is reconnecting is lost to it, which
 is why the flag exists: the holder also learns of the cancel at its next renew.
 """
@@ -138,6 +144,19 @@ return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonum
 """
 )
 
+# KEYS: processes. ARGV: process, heartbeat ttl ms, key ttl ms. Records the process's heartbeat
+# and returns the processes whose heartbeat lapsed, removed here so that one caller alone gets each.
+_HEARTBEAT = LuaScript(
+    LUA_NOW_MS
+    + """
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if #lapsed > 0 then redis.call('ZREM', KEYS[1], unpack(lapsed)) end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return lapsed
+"""
+)
+
 _STATUS = {0: LeaseStatus.LOST, 1: LeaseStatus.HELD, 2: LeaseStatus.CANCEL_REQUESTED}
 
 
@@ -203,6 +222,35 @@ class RedisLeaseStore(LeaseStore):
             now = int(await _HAND_OVER(self._redis, [self._keys.lease(owner, task_id)], [holder]))
             if now:
                 await self._index({self._keys.lease_member(owner, task_id): now})
+
+    async def heartbeat(self, process: str, *, ttl_s: float) -> list[str]:
+        args = [process, int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
+        with redis_available():
+            lapsed = await _HEARTBEAT(self._redis, [self._keys.processes()], args)
+        return [text(name) for name in lapsed]
+
+    async def hand_over_process(self, process: str) -> int:
+        """Scans the running leases (one member per running turn, on every replica): this runs
+        only when a process is found dead, not on every sweep."""
+        with redis_available():
+            members = await self._redis.zrange(self._keys.running_leases(), 0, -1)
+            refs = [TaskRef(*self._keys.parse_lease_member(text(member))) for member in members]
+
+            def holders(pipe: Pipeline) -> None:
+                for ref in refs:
+                    pipe.hget(self._keys.lease(ref.owner, ref.task_id), "holder")
+
+            held_by = await run_pipeline(self._redis, holders) if refs else []
+            count = 0
+            for ref, holder in zip(refs, held_by, strict=True):
+                if holder is not None and _process_of(text(holder)) == process:
+                    await self.hand_over(ref.task_id, owner=ref.owner, holder=text(holder))
+                    count += 1
+        return count
+
+    async def leave(self, process: str) -> None:
+        with redis_available():
+            await self._redis.zrem(self._keys.processes(), process)
 
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         message = json.dumps({"owner": owner, "taskId": task_id})
@@ -273,6 +321,11 @@ class RedisLeaseStore(LeaseStore):
             pipe.pexpire(self._keys.running_leases(), self._ttl_ms)
 
         await run_pipeline(self._redis, build)
+
+
+def _process_of(holder: str) -> str:
+    """The process part of a holder name (`<process>/<nonce>`)."""
+    return holder.split("/", 1)[0]
 
 
 def _parse_cancel(data: Any) -> TaskRef | None:

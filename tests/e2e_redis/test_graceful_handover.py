@@ -1,6 +1,11 @@
-"""SIGTERM of the replica running a turn: it hands the turn over on its way out (its lease is made
-to expire at once), so another replica takes the turn over at its next sweep (LEASE_TTL_S/3)
-instead of after the whole lease (LEASE_TTL_S), and the task completes."""
+"""A replica running a turn stops; another takes the turn over without waiting for the whole lease
+(LEASE_TTL_S = 30 here), and the task completes:
+
+* SIGTERM: the replica hands the turn over on its way out (its lease is made to expire at once),
+  so another takes it at its next sweep (LEASE_TTL_S/3);
+* kill -9: the replica stops heartbeating; the first other replica to see its heartbeat lapse
+  (LEASE_TTL_S/3 here) makes its leases expire at once and takes the turn over. A subscriber on
+  the surviving replica sees the turn go on, every event once."""
 
 from __future__ import annotations
 
@@ -13,6 +18,18 @@ import pytest
 from stores.base import ANONYMOUS
 from stores.redis_keys import RedisKeys
 from tests.e2e.harness import RpcClient
+from tests.e2e_redis.support import (
+    BackgroundStream,
+    assert_contiguous,
+    ids,
+    kill9,
+    open_sse,
+    rebuild_answer,
+    result_of,
+    rpc_body,
+    state_of_event,
+    task_text,
+)
 from tests.fakes.fake_llm import text
 
 pytestmark = [pytest.mark.redis, pytest.mark.timeout(120)]
@@ -25,6 +42,10 @@ SWEEP_S = LEASE_TTL_S / 3
 def _holder(redis_client, prefix, task_id) -> str:
     raw = redis_client.hget(RedisKeys(prefix).lease(ANONYMOUS, task_id), "holder")
     return raw.decode() if raw is not None else ""
+
+
+def _held_by_another(holder: str, server) -> bool:
+    return bool(holder) and f"-{server.proc.pid}-" not in holder
 
 
 def _wait(predicate, timeout, what):
@@ -66,6 +87,49 @@ def test_sigterm_hands_the_turn_over_without_waiting_for_the_lease(
         (artifact,) = done["artifacts"]
         assert "".join(part["text"] for part in artifact["parts"]) == "taken over"
         assert len(fake_llm.requests_for(marker)) == 2
+    finally:
+        rpc_a.close()
+        rpc_b.close()
+
+
+def test_kill9_the_turn_is_taken_over_once_the_heartbeat_lapses(
+    cluster, fake_llm, marker, redis_client, prefix
+):
+    a, b = cluster.spawn(2)
+    fake_llm.script(
+        text([f"slow{i} " for i in range(60)], chunk_delay=0.5, when_user_contains=marker),
+        text(["taken ", "over"], when_user_contains=marker),
+    )
+    rpc_a, rpc_b = RpcClient(a.url), RpcClient(b.url)
+    try:
+        task = rpc_a.send(f"a long answer {marker}", configuration={"returnImmediately": True})
+        task_id = task["id"]
+        body = rpc_body("SubscribeToTask", {"id": task_id}, "on-b")
+        on_b = BackgroundStream(
+            lambda: open_sse(b.url, "/", body, request_id="on-b", read_timeout=60)
+        ).start()
+        _wait(lambda: f"-{a.proc.pid}-" in _holder(redis_client, prefix, task_id), 20, "A's lease")
+        _wait(lambda: len(fake_llm.requests_for(marker)) >= 1, 20, "A's model call")
+        on_b.wait_for(lambda ev: "slow1 " in str(result_of(ev)), timeout=20, what="A's chunks")
+
+        killed = time.monotonic()
+        kill9(a)
+        # Any surviving replica may take it (the module's replicas live on between tests).
+        taken = _wait(
+            lambda: _held_by_another(_holder(redis_client, prefix, task_id), a),
+            LEASE_TTL_S + SWEEP_S + 10,
+            "another replica to take the turn over",
+        )
+        # Waiting for the lease alone, none could take it before 30 s (plus up to one sweep).
+        assert taken - killed < LEASE_TTL_S - 5, f"takeover took {taken - killed:.1f}s"
+
+        events = on_b.join(60)
+        first = result_of(events[0])
+        assert_contiguous(ids(events), "subscriber on B across the takeover")
+        assert state_of_event(events[-1]) == "TASK_STATE_COMPLETED"
+        assert rebuild_answer(events[1:], start=task_text(first["task"])) == "taken over"
+        done = rpc_b.get_task(task_id)
+        assert task_text(done) == "taken over"
     finally:
         rpc_a.close()
         rpc_b.close()

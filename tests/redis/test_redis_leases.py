@@ -224,3 +224,35 @@ async def test_renewals_move_the_expiry_index_and_lost_leases_stay_out(
     score = await client.zscore(keys.running_leases(), keys.lease_member(OWNER, TASK))
     assert score is not None and score >= now_ms + 59_000
     assert await client.zscore(keys.running_leases(), keys.lease_member(OWNER, "other")) is None
+
+
+async def test_a_lapsed_heartbeat_is_reported_once_and_its_leases_expire_now(
+    leases: RedisLeaseStore, client: Redis, prefix: str
+) -> None:
+    """A process killed outright: the first heartbeat of another process after its heartbeat
+    lapsed learns its name (and no later one does), and handing its leases over makes exactly
+    its leases expire now, long before their TTL."""
+    assert await leases.heartbeat("dead", ttl_s=0.2) == []
+    assert await leases.heartbeat("alive", ttl_s=60) == []
+    assert await leases.acquire(TASK, owner=OWNER, holder="dead/1", ttl_s=60)
+    assert await leases.acquire("t2", owner=OWNER, holder="dead/2", ttl_s=60)
+    assert await leases.acquire("t3", owner=OWNER, holder="alive/1", ttl_s=60)
+    assert await leases.acquire("t4", owner=OWNER, holder="dead-not/1", ttl_s=60)
+    await asyncio.sleep(0.3)
+
+    assert await leases.heartbeat("alive", ttl_s=60) == ["dead"]
+    assert await leases.heartbeat("other", ttl_s=60) == []  # reported once
+    assert await leases.expired() == []
+    assert await leases.hand_over_process("dead") == 2
+    assert sorted(ref.task_id for ref in await leases.expired()) == sorted([TASK, "t2"])
+    assert await leases.acquire(TASK, owner=OWNER, holder="alive/2", ttl_s=60)
+    assert await leases.renew("t3", owner=OWNER, holder="alive/1", ttl_s=60) == LeaseStatus.HELD
+    assert await leases.renew("t4", owner=OWNER, holder="dead-not/1", ttl_s=60) == LeaseStatus.HELD
+    assert await client.pttl(RedisKeys(prefix).processes()) > 0
+
+
+async def test_a_process_that_leaves_is_never_reported(leases: RedisLeaseStore) -> None:
+    assert await leases.heartbeat("stopping", ttl_s=0.1) == []
+    await leases.leave("stopping")
+    await asyncio.sleep(0.2)
+    assert await leases.heartbeat("alive", ttl_s=60) == []

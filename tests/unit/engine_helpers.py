@@ -23,7 +23,8 @@ from agent.hooks import (
 )
 from agent.llm import LLMRequest, LLMResponse
 from agent.loop import AgentLoop
-from agent.runner import TaskRunner, TurnCheckpoint
+from agent.publisher import TurnCheckpoint
+from agent.runner import TaskRunner
 from agent.state import LoopState
 from agent.tools import FunctionTool, Toolbox, ToolResult
 from stores.base import Fence

@@ -13,7 +13,7 @@ from agent.events import (
     TurnSuspended,
 )
 from agent.hooks import ApprovalRequired
-from agent.runner import TurnCheckpoint
+from agent.publisher import TurnCheckpoint
 from agent.state import LoopState
 from stores.models import Message, Part, Role, TaskState
 

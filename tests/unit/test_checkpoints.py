@@ -13,7 +13,8 @@ from typing import Any
 import pytest
 
 from agent.loop import ANSWER_SEPARATOR
-from agent.runner import LeaseTaken, TaskRunner, TurnCheckpoint
+from agent.publisher import TurnCheckpoint
+from agent.runner import LeaseTaken, TaskRunner
 from stores.models import ChatMessage, JournalEntry, TaskState, ToolCall
 
 from .engine_helpers import (

@@ -7,7 +7,8 @@ import asyncio
 import pytest
 
 from agent.loop import ANSWER_SEPARATOR, AgentLoop
-from agent.runner import ANSWER_ARTIFACT_NAME, TaskRunner
+from agent.publisher import ANSWER_ARTIFACT_NAME
+from agent.runner import TaskRunner
 from agent.tools import FunctionTool, Toolbox
 from stores.models import (
     ArtifactUpdate,

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.runner import TurnCheckpoint
+from agent.publisher import TurnCheckpoint
 
 from .engine_helpers import OWNER, Stores, make_loop, resume_turn, start_turn
 from .scripted_llm import ScriptedLLM, call, text, tools

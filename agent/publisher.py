@@ -1,0 +1,333 @@
+"""TurnPublisher: a turn's agent events become journal events; what a turn saves is saved here.
+
+    Agent.run --AgentEvent--> TurnPublisher.on_event
+        TextDelta             --> artifact chunk (one held back, so the last can say lastChunk)
+        ToolCallStarted/...   --> WORKING status update with a short progress message
+        CheckpointReached     --> checkpoint (loop state + answer stream position), fenced
+        TurnSuspended         --> INPUT_REQUIRED with the question; the lease is released
+        TurnCompleted/Failed  --> final chunk, snapshot and terminal state
+    every write: TaskStore.publish(event [, snapshot], fence) -- retried while the store is down
+
+State changes made outside a running turn (a cancel, an answer, a takeover's failure) go through
+`record_state`, so there is one way a task's state is written. The scheduler (`TaskRunner`)
+decides when turns run; this module only turns what they do into stored facts.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+import uuid
+from dataclasses import dataclass, field
+
+from opentelemetry.context import Context
+from pydantic import BaseModel
+
+from agent.events import (
+    AgentEvent,
+    CheckpointReached,
+    LLMCallFinished,
+    LLMCallStarted,
+    TextDelta,
+    ToolCallFinished,
+    ToolCallStarted,
+    TurnCompleted,
+    TurnFailed,
+    TurnSuspended,
+)
+from agent.hooks import TurnContext
+from agent.messages import question_message, text_message
+from agent.observer import TurnObserver, TurnReport
+from agent.retry import persistently
+from agent.state import LoopState
+from agent.tracing import Carrier, carrier_of, trace_id_of
+from stores.base import CheckpointStore, Fence, LeaseStore, MessageStore, TaskStore
+from stores.models import (
+    Artifact,
+    ArtifactUpdate,
+    Message,
+    Part,
+    StatusUpdate,
+    Task,
+    TaskState,
+    TaskStatus,
+)
+
+logger = logging.getLogger(__name__)
+
+ANSWER_ARTIFACT_NAME = "answer"
+
+
+class TurnCheckpoint(BaseModel):
+    """What a process needs to go on with a turn: the loop's state and the answer stream's."""
+
+    loop: LoopState
+    artifact_id: str
+    chunks_sent: int
+    trace_carrier: Carrier = {}
+    """The turn's trace context, so the turn goes on in the same trace wherever it resumes."""
+
+
+@dataclass(kw_only=True)
+class Turn:
+    """The running state of one task's turn: its snapshot and the answer artifact being streamed."""
+
+    task: Task
+    owner: str
+    fence: Fence
+    holds_lease: bool = True  # False once released (the turn suspended or ended) or lost
+    artifact_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    chunks_sent: int = 0
+    held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
+    cancel_requested: bool = False
+    suspended: bool = False
+    finished: bool = False
+    trace_carrier: Carrier = field(default_factory=dict)  # the parent: the client's, or saved
+    trace: Context | None = None  # this process's `agent.turn` span, once started
+    model_call_started: float | None = None  # monotonic time of the model call under way
+    model_calls: int = 0
+    tool_calls: int = 0
+
+    @property
+    def context(self) -> TurnContext:
+        return TurnContext(
+            owner=self.owner,
+            context_id=self.task.context_id,
+            task_id=self.task.id,
+            trace=self.trace,
+        )
+
+
+class TurnPublisher:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        messages: MessageStore,
+        checkpoints: CheckpointStore,
+        leases: LeaseStore,
+        observer: TurnObserver,
+    ) -> None:
+        self._tasks = tasks
+        self._messages = messages
+        self._checkpoints = checkpoints
+        self._leases = leases
+        self.observer = observer
+
+    async def on_event(self, turn: Turn, event: AgentEvent) -> None:
+        match event:
+            case TextDelta(text=text):
+                if turn.held_chunk is not None:
+                    await self._send_chunk(turn, turn.held_chunk, last=False)
+                turn.held_chunk = text
+            case LLMCallStarted():
+                turn.model_call_started = time.monotonic()
+            case LLMCallFinished(usage=usage):
+                turn.model_calls += 1
+                self.observer.on_model_call(
+                    duration_s=_model_call_time(turn),
+                    ok=True,
+                    prompt_tokens=usage.prompt_tokens,
+                    completion_tokens=usage.completion_tokens,
+                )
+            case ToolCallStarted(name=name):
+                await self._progress(turn, f"calling {name}")
+            case ToolCallFinished(name=name, ok=ok):
+                turn.tool_calls += 1
+                self.observer.on_tool_call(name, ok=ok)
+                await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+            case CheckpointReached(state=state):
+                await self._save_checkpoint(turn, state)
+            case TurnSuspended(awaiting=awaiting):
+                await self._flush(turn)
+                turn.suspended = True
+                await self.set_state(
+                    turn, TaskState.INPUT_REQUIRED, message=question_message(turn.task, awaiting)
+                )
+                # Waiting for a human holds no process: the answer may arrive at any replica.
+                turn.holds_lease = False
+                await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
+            case TurnCompleted():
+                await self._complete(turn, event)
+            case TurnFailed(reason=reason):
+                if turn.model_call_started is not None:  # the model call under way failed
+                    turn.model_calls += 1
+                    self.observer.on_model_call(duration_s=_model_call_time(turn), ok=False)
+                turn.task.metadata = {**(turn.task.metadata or {}), "usage": _usage(event)}
+                await self.set_state(
+                    turn, TaskState.FAILED, reason, metadata={"usage": _usage(event)}
+                )
+            case _:
+                pass
+
+    async def set_state(
+        self,
+        turn: Turn,
+        state: TaskState,
+        text: str | None = None,
+        *,
+        message: Message | None = None,
+        metadata: dict[str, object] | None = None,
+    ) -> None:
+        """A state change of the running turn, with the snapshot, fenced and retried."""
+        task = turn.task
+        if text is not None:
+            message = text_message(task, text)
+        task.status = TaskStatus(state=state, message=message)
+        update = StatusUpdate(
+            task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
+        )
+        await self._publish(turn, update, task)
+        self.observer.on_state_changed(state.value)
+        logger.info("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
+
+    async def record_state(
+        self,
+        task: Task,
+        state: TaskState,
+        *,
+        owner: str,
+        text: str | None = None,
+        if_state: TaskState | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        """Record a state change made outside a running turn (a cancel, an answer, a takeover);
+        a terminal state also drops what the turn held. `if_state` makes it a compare-and-set
+        (StateConflict if the task has moved on); `fence`, a write of a lease holder (LeaseLost
+        if it no longer holds). Returns the event's journal position."""
+        task.status = TaskStatus(
+            state=state, message=text_message(task, text) if text is not None else None
+        )
+        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
+        position = await self._tasks.publish(
+            task.id, update, owner=owner, snapshot=task, if_state=if_state, fence=fence
+        )
+        self.observer.on_state_changed(state.value)
+        if state.is_terminal:
+            await self.forget(task, owner=owner, holder=fence.holder if fence else None)
+        return position
+
+    async def forget(self, task: Task, *, owner: str, holder: str | None) -> None:
+        """Drop what a turn that will never go on holds (its claim, checkpoint and its lease, if
+        `holder` holds it)."""
+        await self._checkpoints.delete(task.id, owner=owner)
+        await self._messages.release(task.context_id, task.id, owner=owner)
+        if holder is not None:
+            await self._leases.release(task.id, owner=owner, holder=holder)
+
+    async def end(self, turn: Turn) -> None:
+        """The turn is over for good: release what it held."""
+        turn.holds_lease = False
+        await self.forget(turn.task, owner=turn.owner, holder=turn.fence.holder)
+
+    def report(self, turn: Turn, duration_s: float) -> None:
+        """The turn's outcome line (INFO, no message text) and its metrics."""
+        report = TurnReport(
+            task_id=turn.task.id,
+            context_id=turn.task.context_id,
+            trace_id=trace_id_of(turn.trace),
+            state=turn.task.status.state.value,
+            duration_s=duration_s,
+            model_calls=turn.model_calls,
+            tool_calls=turn.tool_calls,
+        )
+        logger.info(
+            "task_id=<%s>, context_id=<%s>, trace_id=<%s>, state=<%s>, duration_s=<%.3f>,"
+            " model_calls=<%d>, tool_calls=<%d> | turn ended",
+            report.task_id,
+            report.context_id,
+            report.trace_id,
+            report.state,
+            report.duration_s,
+            report.model_calls,
+            report.tool_calls,
+        )
+        self.observer.on_turn_ended(report)
+
+    async def _save_checkpoint(self, turn: Turn, state: LoopState) -> None:
+        await self._flush(turn)  # the checkpoint's chunk count must cover every chunk sent
+        checkpoint = TurnCheckpoint(
+            loop=state,
+            artifact_id=turn.artifact_id,
+            chunks_sent=turn.chunks_sent,
+            trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
+        )
+        saved = checkpoint.model_dump_json()
+        await persistently(
+            lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner, fence=turn.fence),
+            what="checkpoint save",
+            on_unavailable=self.observer.on_store_unavailable,
+        )
+
+    async def _publish(
+        self, turn: Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
+    ) -> None:
+        task_id, owner, fence = turn.task.id, turn.owner, turn.fence
+        event_id = uuid.uuid4().hex  # the same for every retry: the store journals it once
+        await persistently(
+            lambda: self._tasks.publish(
+                task_id, event, owner=owner, snapshot=snapshot, event_id=event_id, fence=fence
+            ),
+            what="event publish",
+            on_unavailable=self.observer.on_store_unavailable,
+        )
+
+    async def _flush(self, turn: Turn) -> None:
+        if turn.held_chunk is not None:
+            await self._send_chunk(turn, turn.held_chunk, last=False)
+            turn.held_chunk = None
+
+    async def _send_chunk(
+        self, turn: Turn, text: str, *, last: bool, snapshot: Task | None = None
+    ) -> None:
+        task = turn.task
+        update = ArtifactUpdate(
+            task_id=task.id,
+            context_id=task.context_id,
+            artifact=Artifact(
+                artifact_id=turn.artifact_id, name=ANSWER_ARTIFACT_NAME, parts=[Part(text=text)]
+            ),
+            append=turn.chunks_sent > 0,
+            last_chunk=last,
+        )
+        turn.chunks_sent += 1
+        await self._publish(turn, update, snapshot)
+
+    async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
+        task = turn.task
+        task.artifacts.append(
+            Artifact(
+                artifact_id=turn.artifact_id,
+                name=ANSWER_ARTIFACT_NAME,
+                parts=[Part(text=event.answer)],
+            )
+        )
+        task.history.append(text_message(task, event.answer))
+        task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
+        final_chunk, turn.held_chunk = turn.held_chunk or "", None
+        await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
+        await self.set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
+
+    async def _progress(self, turn: Turn, text: str) -> None:
+        """A WORKING status update with a short message; not a state change, so no snapshot."""
+        task = turn.task
+        update = StatusUpdate(
+            task_id=task.id,
+            context_id=task.context_id,
+            status=TaskStatus(state=TaskState.WORKING, message=text_message(task, text)),
+        )
+        await self._publish(turn, update, None)
+
+
+def _model_call_time(turn: Turn) -> float:
+    started, turn.model_call_started = turn.model_call_started, None
+    return time.monotonic() - started if started is not None else 0.0
+
+
+def _usage(event: TurnCompleted | TurnFailed) -> dict[str, int]:
+    return {
+        "promptTokens": event.usage.prompt_tokens,
+        "completionTokens": event.usage.completion_tokens,
+        "llmCalls": event.llm_calls,
+        "toolCalls": event.tool_calls,
+    }
