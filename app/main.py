@@ -44,7 +44,7 @@ from app.openapi import build_openapi
 from app.operations import Operations
 from app.rest import RestBinding, framework_error
 from app.settings import Settings
-from app.telemetry import instrument, start_tracing, stop_tracing
+from app.telemetry import instrument, start_metrics, start_tracing, stop_metrics, stop_tracing
 from stores.base import StoreSet, StoreUnavailable
 from stores.memory import InMemoryStores
 from stores.rate_limit import RateLimit, RateLimiter
@@ -141,7 +141,11 @@ def create_app(
         timeout_s=settings.agent_tool_timeout_s,
     )
     llm_client = llm or build_llm(settings)
-    metrics = Metrics(tools=[tool.name for tool in toolbox.tools] + [ASK_USER, FINISH])
+    meter_provider = start_metrics(settings, version=package_version())
+    metrics = Metrics(
+        tools=[tool.name for tool in toolbox.tools] + [ASK_USER, FINISH],
+        meter=meter_provider.get_meter("a2a-agent-server") if meter_provider else None,
+    )
     stores = build_stores(settings)
     tasks, messages, checkpoints = stores.tasks, stores.messages, stores.checkpoints
     edge = Edge(authenticator, rate_limiter=build_rate_limiter(settings, stores))
@@ -228,6 +232,7 @@ def create_app(
             await stores.aclose()
             await edge.aclose()
             stop_tracing(tracer_provider)
+            stop_metrics(meter_provider)
 
     app = FastAPI(
         title="a2a-agent-server",

@@ -1,5 +1,9 @@
 """Prometheus metrics of one app: a registry of its own (two apps in one process never collide).
 
+When an OTLP endpoint is set, every family is also an OpenTelemetry instrument of the same name
+(`a2a_requests`, `a2a_turn_duration_seconds`, ...; a Prometheus counter's `_total` is a suffix
+of the exposition, not part of the name), with the same attributes, recorded at the same moment.
+
 `Metrics` is the agent layer's `TurnObserver` (turns, model and tool calls, takeovers, store
 outages) and what the bindings report each request and stream to. `GET /metrics` renders it.
 Every label has a bounded set of values: tool names outside the toolbox are `unknown`, methods
@@ -13,6 +17,7 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from typing import Any
 
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
@@ -44,95 +49,136 @@ class RequestRecord:
     task_id: str | None = None
 
 
-class Metrics(TurnObserver):
-    """The app's metric families, in its own registry."""
+class _Family:
+    """One metric family: the Prometheus collector and, when OTLP is on, the OpenTelemetry
+    instrument of the same name. Label values are given in the order of `labels`."""
 
-    def __init__(self, *, tools: Iterable[str] = ()) -> None:
+    def __init__(self, prom: Counter | Gauge | Histogram, otel: Any, labels: list[str]) -> None:
+        self.prom = prom
+        self._otel = otel
+        self._labels = labels
+
+    def _child(self, values: tuple[str, ...]) -> Any:
+        return self.prom.labels(*values) if values else self.prom
+
+    def add(self, amount: float, *values: str) -> None:
+        """A counter's increment, or a gauge's change (negative to go down)."""
+        self._child(values).inc(amount)
+        if self._otel is not None:
+            self._otel.add(amount, dict(zip(self._labels, values, strict=True)))
+
+    def observe(self, value: float, *values: str) -> None:
+        self._child(values).observe(value)
+        if self._otel is not None:
+            self._otel.record(value, dict(zip(self._labels, values, strict=True)))
+
+
+class Metrics(TurnObserver):
+    """The app's metric families, in its own registry (and the OTLP meter's, when given)."""
+
+    def __init__(self, *, tools: Iterable[str] = (), meter: Any = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        self._meter = meter
         self._tools = frozenset(tools)
-        r = self.registry
-        self.requests = Counter(
+        self.requests = self._family(
+            Counter,
             "a2a_requests",
             "A2A requests by binding, method and outcome (ok or the A2A error reason).",
             ["binding", "method", "outcome"],
-            registry=r,
         )
-        self.task_states = Counter(
+        self.task_states = self._family(
+            Counter,
             "a2a_task_state_changes",
             "Task state changes, by the state entered.",
             ["state"],
-            registry=r,
         )
-        self.turn_duration = Histogram(
+        self.turn_duration = self._family(
+            Histogram,
             "a2a_turn_duration_seconds",
             "Time a turn ran on this process, by the task's state when it stopped here.",
             ["state"],
             buckets=_SECONDS,
-            registry=r,
         )
-        self.model_latency = Histogram(
+        self.model_latency = self._family(
+            Histogram,
             "a2a_model_call_duration_seconds",
             "Model call latency (whole streamed response), by outcome (ok, error).",
             ["outcome"],
             buckets=_SECONDS,
-            registry=r,
         )
-        self.model_tokens = Counter(
-            "a2a_model_tokens", "Model tokens, by type (prompt, completion).", ["type"], registry=r
+        self.model_tokens = self._family(
+            Counter, "a2a_model_tokens", "Model tokens, by type (prompt, completion).", ["type"]
         )
-        self.tool_calls = Counter("a2a_tool_calls", "Tool calls, by tool.", ["tool"], registry=r)
-        self.tool_errors = Counter(
-            "a2a_tool_errors", "Tool calls that failed, by tool.", ["tool"], registry=r
+        self.tool_calls = self._family(Counter, "a2a_tool_calls", "Tool calls, by tool.", ["tool"])
+        self.tool_errors = self._family(
+            Counter, "a2a_tool_errors", "Tool calls that failed, by tool.", ["tool"]
         )
-        self.open_streams = Gauge("a2a_open_streams", "SSE streams open now.", registry=r)
-        self.journal_lag = Histogram(
+        self.open_streams = self._family(Gauge, "a2a_open_streams", "SSE streams open now.")
+        self.journal_lag = self._family(
+            Histogram,
             "a2a_journal_lag_seconds",
             "Time from a status update's timestamp (set when it is published) to an SSE stream"
             " sending it; live status updates only.",
             buckets=(0.001, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1, 2.5, 5, 10),
-            registry=r,
         )
-        self.store_errors = Counter(
-            "a2a_store_errors",
-            "StoreUnavailable failures, by operation.",
-            ["operation"],
-            registry=r,
+        self.store_errors = self._family(
+            Counter, "a2a_store_errors", "StoreUnavailable failures, by operation.", ["operation"]
         )
-        self.takeovers = Counter(
+        self.takeovers = self._family(
+            Counter,
             "a2a_takeovers",
             "Orphaned turns taken over, by outcome (resumed, restarted, failed).",
             ["outcome"],
-            registry=r,
         )
+
+    def _family(
+        self,
+        kind: type[Counter | Gauge | Histogram],
+        name: str,
+        doc: str,
+        labels: list[str] | None = None,
+        **options: Any,
+    ) -> _Family:
+        labels = labels or []
+        prom = kind(name, doc, labels, registry=self.registry, **options)
+        otel = None
+        if self._meter is not None:
+            make = {
+                Counter: self._meter.create_counter,
+                Gauge: self._meter.create_up_down_counter,
+                Histogram: self._meter.create_histogram,
+            }[kind]
+            otel = make(name, unit="s" if name.endswith("_seconds") else "1", description=doc)
+        return _Family(prom, otel, labels)
 
     # -- the agent layer's facts --------------------------------------------------------------
 
     def on_state_changed(self, state: str) -> None:
-        self.task_states.labels(state).inc()
+        self.task_states.add(1, state)
 
     def on_turn_ended(self, report: TurnReport) -> None:
-        self.turn_duration.labels(report.state).observe(report.duration_s)
+        self.turn_duration.observe(report.duration_s, report.state)
 
     def on_model_call(
         self, *, duration_s: float, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0
     ) -> None:
-        self.model_latency.labels("ok" if ok else "error").observe(duration_s)
+        self.model_latency.observe(duration_s, "ok" if ok else "error")
         if prompt_tokens:
-            self.model_tokens.labels("prompt").inc(prompt_tokens)
+            self.model_tokens.add(prompt_tokens, "prompt")
         if completion_tokens:
-            self.model_tokens.labels("completion").inc(completion_tokens)
+            self.model_tokens.add(completion_tokens, "completion")
 
     def on_tool_call(self, name: str, *, ok: bool) -> None:
         tool = name if name in self._tools else "unknown"
-        self.tool_calls.labels(tool).inc()
+        self.tool_calls.add(1, tool)
         if not ok:
-            self.tool_errors.labels(tool).inc()
+            self.tool_errors.add(1, tool)
 
     def on_store_unavailable(self, operation: str) -> None:
-        self.store_errors.labels(operation).inc()
+        self.store_errors.add(1, operation)
 
     def on_takeover(self, outcome: str) -> None:
-        self.takeovers.labels(outcome).inc()
+        self.takeovers.add(1, outcome)
 
     # -- the bindings' facts ------------------------------------------------------------------
 
@@ -145,7 +191,7 @@ class Metrics(TurnObserver):
             yield record
         finally:
             duration_s = time.monotonic() - began
-            self.requests.labels(record.binding, record.method, record.outcome).inc()
+            self.requests.add(1, record.binding, record.method, record.outcome)
             if record.outcome == "STORE_UNAVAILABLE":
                 self.on_store_unavailable(record.method)
             logger.info(
@@ -161,11 +207,11 @@ class Metrics(TurnObserver):
 
     @contextmanager
     def stream_open(self) -> Iterator[None]:
-        self.open_streams.inc()
+        self.open_streams.add(1)
         try:
             yield
         finally:
-            self.open_streams.dec()
+            self.open_streams.add(-1)
 
     def stream_sent(self, entry: JournalEntry, *, opened_at: float) -> None:
         """An entry went out on a stream opened at `opened_at` (epoch seconds). Only status

@@ -240,11 +240,14 @@ class Settings(BaseSettings):
     )
     otel_exporter_otlp_endpoint: str | None = Field(
         None,
-        description="OTLP/HTTP collector URL: traces are exported there (the SDK reads the"
-        " other `OTEL_*` variables); unset = no tracing.",
+        description="OTLP/HTTP collector URL: traces and metrics are exported there (the SDK"
+        " reads the other `OTEL_*` variables); unset = no export.",
     )
     otel_exporter_otlp_traces_endpoint: str | None = Field(
         None, description="OTLP/HTTP URL for traces only (full path, e.g. `.../v1/traces`)."
+    )
+    otel_exporter_otlp_metrics_endpoint: str | None = Field(
+        None, description="OTLP/HTTP URL for metrics only (full path, e.g. `.../v1/metrics`)."
     )
 
     @field_validator(
@@ -291,6 +294,10 @@ class Settings(BaseSettings):
     @property
     def tracing_enabled(self) -> bool:
         return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_traces_endpoint)
+
+    @property
+    def otlp_metrics_enabled(self) -> bool:
+        return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_metrics_endpoint)
 
     @property
     def uses_demo_model(self) -> bool:

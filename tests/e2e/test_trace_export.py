@@ -1,5 +1,6 @@
-"""Traces exported over OTLP/HTTP: a collector on loopback receives the request span (child of
-the client's `traceparent`) and the turn's spans under it; with no endpoint, no SDK at all."""
+"""Traces and metrics exported over OTLP/HTTP: a collector on loopback receives the request span
+(child of the client's `traceparent`) and the turn's spans under it, and the metric families under
+the names `/metrics` shows; with no endpoint, no SDK at all."""
 
 from __future__ import annotations
 
@@ -14,6 +15,10 @@ from typing import Any
 
 import httpx
 import pytest
+from opentelemetry.proto.collector.metrics.v1.metrics_service_pb2 import (
+    ExportMetricsServiceRequest,
+    ExportMetricsServiceResponse,
+)
 from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
     ExportTraceServiceRequest,
     ExportTraceServiceResponse,
@@ -30,10 +35,11 @@ CLIENT_SPAN_ID = "00f067aa0ba902b7"
 
 
 class Collector:
-    """A minimal OTLP/HTTP trace collector: POST /v1/traces, protobuf bodies."""
+    """A minimal OTLP/HTTP collector: POST /v1/traces and /v1/metrics, protobuf bodies."""
 
     def __init__(self) -> None:
         self.spans: list[Span] = []
+        self.metrics: dict[str, float] = {}  # name -> latest sum (or count, for a histogram)
         self.services: set[str] = set()
         self.lock = threading.Lock()
         collector = self
@@ -41,6 +47,10 @@ class Collector:
         class Handler(BaseHTTPRequestHandler):
             def do_POST(self) -> None:
                 body = self.rfile.read(int(self.headers.get("Content-Length", 0)))
+                if self.path == "/v1/metrics":
+                    collector.take_metrics(body)
+                    self.answer(ExportMetricsServiceResponse().SerializeToString())
+                    return
                 if self.path != "/v1/traces":
                     self.send_response(404)
                     self.end_headers()
@@ -54,7 +64,9 @@ class Collector:
                                 collector.services.add(attribute.value.string_value)
                         for scope_spans in resource_spans.scope_spans:
                             collector.spans.extend(scope_spans.spans)
-                answer = ExportTraceServiceResponse().SerializeToString()
+                self.answer(ExportTraceServiceResponse().SerializeToString())
+
+            def answer(self, answer: bytes) -> None:
                 self.send_response(200)
                 self.send_header("Content-Type", "application/x-protobuf")
                 self.send_header("Content-Length", str(len(answer)))
@@ -67,6 +79,22 @@ class Collector:
         self.httpd = ThreadingHTTPServer(("127.0.0.1", 0), Handler)
         self.url = f"http://127.0.0.1:{self.httpd.server_address[1]}"
         self.thread = threading.Thread(target=self.httpd.serve_forever, daemon=True)
+
+    def take_metrics(self, body: bytes) -> None:
+        request = ExportMetricsServiceRequest()
+        request.ParseFromString(body)
+        with self.lock:
+            for resource_metrics in request.resource_metrics:
+                for scope_metrics in resource_metrics.scope_metrics:
+                    for metric in scope_metrics.metrics:
+                        points = metric.sum.data_points or metric.histogram.data_points
+                        total = 0.0
+                        for point in points:
+                            if metric.HasField("histogram"):
+                                total += point.count
+                            else:
+                                total += point.as_double or point.as_int
+                        self.metrics[metric.name] = total
 
     def in_trace(self, trace_id: str) -> list[Span]:
         with self.lock:
@@ -86,7 +114,11 @@ def collector() -> Iterator[Collector]:
 
 @pytest.fixture(scope="module")
 def traced_server(fake_llm, collector: Collector) -> Iterator[ServerProcess]:
-    env = {"OTEL_EXPORTER_OTLP_ENDPOINT": collector.url, "OTEL_BSP_SCHEDULE_DELAY": "100"}
+    env = {
+        "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
+        "OTEL_BSP_SCHEDULE_DELAY": "100",
+        "OTEL_METRIC_EXPORT_INTERVAL": "200",
+    }
     server = ServerProcess(fake_llm.base_url, env=env).start()
     try:
         yield server
@@ -142,6 +174,34 @@ def test_the_request_and_turn_spans_reach_the_collector_in_the_clients_trace(
     (llm_call,) = [span for span in spans if span.name == "llm.call"]
     assert llm_call.parent_span_id == turn.span_id
     assert collector.services == {"a2a-agent-server"}
+
+
+def test_metrics_reach_the_collector_under_the_names_of_the_metrics_endpoint(
+    traced_server: ServerProcess, collector: Collector, fake_llm, marker: str
+) -> None:
+    fake_llm.script(text("measured answer", when_user_contains=marker))
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": user_message(f"measure me {marker}")},
+    }
+    with httpx.Client(base_url=traced_server.url, trust_env=False, timeout=30) as client:
+        reply = client.post("/", json=body).json()
+        assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
+        exposition = client.get("/metrics").text
+    wanted = {"a2a_requests", "a2a_task_state_changes", "a2a_turn_duration_seconds",
+              "a2a_model_call_duration_seconds", "a2a_model_tokens"}  # fmt: skip
+    deadline = time.monotonic() + 20
+    while not wanted <= set(collector.metrics) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    with collector.lock:
+        received = dict(collector.metrics)
+    assert wanted <= set(received), sorted(received)
+    for name in received:
+        assert f"# TYPE {name} " in exposition, f"{name} is not a family of /metrics"
+    assert received["a2a_requests"] >= 1
+    assert received["a2a_turn_duration_seconds"] >= 1  # one observation at least
 
 
 NO_ENDPOINT = """
