@@ -52,21 +52,31 @@ def _wait(predicate, timeout, what):
     return time.monotonic()
 
 
+def _long_turn_on(a, fake_llm, marker, redis_client, prefix) -> str:
+    """A turn running on A whose model call streams slowly (A is stopped in the middle); the
+    next model call for it, on whichever replica takes it over, answers "taken over" at once."""
+    fake_llm.script(
+        text([f"slow{i} " for i in range(60)], chunk_delay=0.5, when_user_contains=marker),
+        text(["taken ", "over"], when_user_contains=marker),
+    )
+    rpc_a = RpcClient(a.url)
+    try:
+        task = rpc_a.send(f"a long answer {marker}", configuration={"returnImmediately": True})
+    finally:
+        rpc_a.close()
+    task_id = task["id"]
+    _wait(lambda: f"-{a.proc.pid}-" in _holder(redis_client, prefix, task_id), 20, "A's lease")
+    _wait(lambda: len(fake_llm.requests_for(marker)) >= 1, 20, "A's model call")
+    return task_id
+
+
 def test_sigterm_hands_the_turn_over_without_waiting_for_the_lease(
     cluster, fake_llm, marker, redis_client, prefix
 ):
     a, b = cluster.spawn(2)
-    # A's model call streams slowly (it is stopped in the middle); B's answers at once.
-    fake_llm.script(
-        text([f"slow{i} " for i in range(40)], chunk_delay=0.5, when_user_contains=marker),
-        text(["taken ", "over"], when_user_contains=marker),
-    )
-    rpc_a, rpc_b = RpcClient(a.url), RpcClient(b.url)
+    rpc_b = RpcClient(b.url)
     try:
-        task = rpc_a.send(f"a long answer {marker}", configuration={"returnImmediately": True})
-        task_id = task["id"]
-        _wait(lambda: f"-{a.proc.pid}-" in _holder(redis_client, prefix, task_id), 20, "A's lease")
-        _wait(lambda: len(fake_llm.requests_for(marker)) >= 1, 20, "A's model call")
+        task_id = _long_turn_on(a, fake_llm, marker, redis_client, prefix)
 
         stopped = time.monotonic()
         os.killpg(a.proc.pid, signal.SIGTERM)
@@ -84,7 +94,6 @@ def test_sigterm_hands_the_turn_over_without_waiting_for_the_lease(
         assert "".join(part["text"] for part in artifact["parts"]) == "taken over"
         assert len(fake_llm.requests_for(marker)) == 2
     finally:
-        rpc_a.close()
         rpc_b.close()
 
 
@@ -92,20 +101,13 @@ def test_kill9_the_turn_is_taken_over_once_the_heartbeat_lapses(
     cluster, fake_llm, marker, redis_client, prefix
 ):
     a, b = cluster.spawn(2)
-    fake_llm.script(
-        text([f"slow{i} " for i in range(60)], chunk_delay=0.5, when_user_contains=marker),
-        text(["taken ", "over"], when_user_contains=marker),
-    )
-    rpc_a, rpc_b = RpcClient(a.url), RpcClient(b.url)
+    rpc_b = RpcClient(b.url)
     try:
-        task = rpc_a.send(f"a long answer {marker}", configuration={"returnImmediately": True})
-        task_id = task["id"]
+        task_id = _long_turn_on(a, fake_llm, marker, redis_client, prefix)
         body = rpc_body("SubscribeToTask", {"id": task_id}, "on-b")
         on_b = BackgroundStream(
             lambda: open_sse(b.url, "/", body, request_id="on-b", read_timeout=60)
         ).start()
-        _wait(lambda: f"-{a.proc.pid}-" in _holder(redis_client, prefix, task_id), 20, "A's lease")
-        _wait(lambda: len(fake_llm.requests_for(marker)) >= 1, 20, "A's model call")
         on_b.wait_for(lambda ev: "slow1 " in str(result_of(ev)), timeout=20, what="A's chunks")
 
         killed = time.monotonic()
@@ -128,5 +130,4 @@ def test_kill9_the_turn_is_taken_over_once_the_heartbeat_lapses(
         done = rpc_b.get_task(task_id)
         assert task_text(done) == "taken over"
     finally:
-        rpc_a.close()
         rpc_b.close()
