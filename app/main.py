@@ -27,6 +27,7 @@ from agent.litellm_client import LiteLLMClient
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
 from agent.runner import TaskRunner
+from agent.scripted_model import SCRIPTED_MODEL_NAME, ScriptedModel
 from agent.supervisor import TurnSupervisor
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.auth import build_authenticator, is_loopback_host
@@ -55,6 +56,8 @@ logger = logging.getLogger(__name__)
 def build_llm(settings: Settings) -> LLMClient:
     if settings.uses_demo_model:
         return DemoModel()
+    if settings.llm_model == SCRIPTED_MODEL_NAME:
+        return ScriptedModel(chunks=settings.scripted_chunks, delay_ms=settings.scripted_delay_ms)
     assert settings.llm_model is not None
     return LiteLLMClient(
         model=settings.llm_model,
@@ -201,6 +204,11 @@ def create_app(
             logger.warning(
                 "model=<demo> | serving the built-in OFFLINE DEMO model;"
                 " set LLM_MODEL to use a real one"
+            )
+        elif settings.llm_model == SCRIPTED_MODEL_NAME:
+            logger.warning(
+                "model=<scripted>, chunks=<%d> | serving the fixed load-test answer",
+                settings.scripted_chunks,
             )
         else:
             logger.info("model=<%s> | using LiteLLM", settings.llm_model)

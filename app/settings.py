@@ -74,7 +74,14 @@ class Settings(BaseSettings):
     )
     llm_model: str | None = Field(
         None,
-        description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model.",
+        description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model;"
+        " `scripted` = a fixed answer for load tests (SCRIPTED_*).",
+    )
+    scripted_chunks: int = Field(
+        20, ge=0, description="With `LLM_MODEL=scripted`: text chunks (20 characters) per answer."
+    )
+    scripted_delay_ms: float = Field(
+        0.0, ge=0, description="With `LLM_MODEL=scripted`: pause before each chunk, in ms."
     )
     llm_api_base: str | None = Field(None, description="Base URL of the model's API.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the model provider.")
