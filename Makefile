@@ -28,10 +28,14 @@ lint: install
 	$(BIN)/ruff check app agent stores tests
 	$(BIN)/lint-imports
 
-# Regenerate the lock after changing dependencies (needs uv: `pip install uv`).
-lock:
+# Regenerate the locks after changing dependencies (uv is a dev dependency). The runtime lock
+# (what the image installs) is constrained by the dev lock, so both hold the same versions.
+lock: install
 	$(BIN)/python -m uv pip compile requirements.in -o requirements.lock --python-version 3.11 \
 		--generate-hashes --no-emit-package a2a-agent-server
+	$(BIN)/python -m uv pip compile requirements-runtime.in -o requirements-runtime.lock \
+		--python-version 3.11 --generate-hashes --no-emit-package a2a-agent-server \
+		-c requirements.lock
 
 clean:
 	rm -rf $(VENV) build *.egg-info .pytest_cache
