@@ -111,11 +111,20 @@ class HostPolicy:
 
 def default_allowed_hosts(settings: Settings) -> list[str]:
     """A2A_ALLOWED_HOSTS, else the loopback names when bound to loopback, plus the public
-    URL's host (IP-address hosts pass regardless)."""
+    URL's host (IP-address hosts pass regardless).
+
+    Bound to a network address with neither set, any name is served: the server cannot know
+    the names clients reach it by (a Service, an Ingress, a DNS name), and the card names the
+    `Host` of each request. DNS rebinding, which the list stops, is an attack on servers that
+    trust whoever reaches them (a development server on loopback); a server on the network
+    requires credentials (it refuses to start without, unless A2A_AUTH=none).
+    """
     if settings.a2a_allowed_hosts:
         return list(settings.a2a_allowed_hosts)
-    hosts = list(LOOPBACK_NAMES) if is_loopback_host(settings.a2a_host) else []
     public_host = urlsplit(settings.public_url).hostname if settings.public_url else None
+    if not is_loopback_host(settings.a2a_host) and not public_host:
+        return ["*"]
+    hosts = list(LOOPBACK_NAMES) if is_loopback_host(settings.a2a_host) else []
     if public_host and not _is_ip_address(public_host) and public_host not in hosts:
         hosts.append(public_host)
     return hosts

@@ -222,8 +222,8 @@ class Settings(BaseSettings):
     a2a_allowed_hosts: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated `Host` names served (`*.example.com`, `*` = any); unset ="
-        " the public URL's host, plus loopback names when bound to loopback. IP addresses"
-        " always pass.",
+        " the public URL's host, plus loopback names when bound to loopback (bound elsewhere"
+        " without a public URL: any). IP addresses always pass.",
     )
     a2a_cors_origins: Annotated[list[str], NoDecode] = Field(
         default_factory=list,

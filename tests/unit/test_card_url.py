@@ -45,6 +45,13 @@ async def test_bound_to_a_wildcard_the_card_names_the_requests_host() -> None:
         assert refused.status_code == 421
 
 
+async def test_bound_to_a_wildcard_with_nothing_configured_any_hosts_card_names_it() -> None:
+    async with client_for(Settings(a2a_host="0.0.0.0", a2a_auth="none")) as client:
+        response = await client.get(CARD, headers={"Host": "agent.example.com"})
+    assert response.status_code == 200, response.text
+    assert urls(response.json()) == ["http://agent.example.com"] * 2
+
+
 async def test_the_scheme_is_the_requests() -> None:
     settings = Settings(a2a_allowed_hosts=["agent.example.com"])
     async with client_for(settings, "https://agent.example.com") as client:

@@ -147,6 +147,8 @@ def test_default_hosts_follow_the_bind_address_and_public_url() -> None:
     assert default_allowed_hosts(public) == ["agent.example.com"]
     local_with_public = Settings(a2a_public_url="https://tunnel.example.net")
     assert "tunnel.example.net" in default_allowed_hosts(local_with_public)
+    # On the network with no name configured: any name (the card names each request's Host).
+    assert default_allowed_hosts(Settings(a2a_host="0.0.0.0")) == ["*"]
     explicit = Settings(a2a_host="0.0.0.0", a2a_allowed_hosts="a.example, *.svc.cluster.local")
     assert default_allowed_hosts(explicit) == ["a.example", "*.svc.cluster.local"]
 
