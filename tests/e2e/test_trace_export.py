@@ -145,16 +145,21 @@ def wait_for(collector: Collector, names: set[str], timeout_s: float = 20) -> li
     raise AssertionError(f"spans received: {[(s.name, s.trace_id.hex()) for s in collector.spans]}")
 
 
+def send_message(text: str) -> dict[str, Any]:
+    """A JSON-RPC SendMessage body (blocking: the answer comes with the task)."""
+    return {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendMessage",
+        "params": {"message": user_message(text)},
+    }
+
+
 def test_the_request_and_turn_spans_reach_the_collector_in_the_clients_trace(
     traced_server: ServerProcess, collector: Collector, fake_llm, marker: str
 ) -> None:
     fake_llm.script(text("traced answer", when_user_contains=marker))
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {"message": user_message(f"trace me {marker}")},
-    }
+    body = send_message(f"trace me {marker}")
     headers = {"A2A-Version": "1.0", "traceparent": f"00-{TRACE_ID}-{CLIENT_SPAN_ID}-01"}
     with httpx.Client(base_url=traced_server.url, trust_env=False, timeout=30) as client:
         reply = client.post("/", json=body, headers=headers).json()
@@ -180,12 +185,7 @@ def test_metrics_reach_the_collector_under_the_names_of_the_metrics_endpoint(
     traced_server: ServerProcess, collector: Collector, fake_llm, marker: str
 ) -> None:
     fake_llm.script(text("measured answer", when_user_contains=marker))
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendMessage",
-        "params": {"message": user_message(f"measure me {marker}")},
-    }
+    body = send_message(f"measure me {marker}")
     with httpx.Client(base_url=traced_server.url, trust_env=False, timeout=30) as client:
         reply = client.post("/", json=body).json()
         assert reply["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED", reply
