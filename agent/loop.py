@@ -165,7 +165,7 @@ class AgentLoop:
                 except ToolRoundFailed as exc:
                     raise _TurnEnded(self._failed(str(exc), state)) from exc
                 if state.awaiting is not None:
-                    yield CheckpointReached(state=state.model_copy(deep=True))
+                    yield CheckpointReached(state=state.frozen_copy())
                     yield TurnSuspended(awaiting=state.awaiting)
                     return
                 yield ToolRound.commit(state)
@@ -182,7 +182,7 @@ class AgentLoop:
                         state,
                     )
                 )
-            yield CheckpointReached(state=state.model_copy(deep=True))
+            yield CheckpointReached(state=state.frozen_copy())
             state.iterations += 1
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
@@ -206,7 +206,7 @@ class AgentLoop:
                 return
             state.pending_content = response.content or None
             state.pending_calls = response.tool_calls
-            yield CheckpointReached(state=state.model_copy(deep=True))
+            yield CheckpointReached(state=state.frozen_copy())
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext

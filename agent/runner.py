@@ -50,9 +50,11 @@ from stores.base import (
     TaskRef,
     TaskStore,
 )
+from stores.codec import copy_task
 from stores.models import ChatMessage, Message, Task, TaskState
 
 logger = logging.getLogger(__name__)
+
 
 class LeaseTaken(Exception):
     """Another process holds the task's lease: it runs the turn."""
@@ -180,7 +182,7 @@ class TaskRunner:
     def _turn(start: TurnStart, task: Task, **fields: object) -> Turn:
         assert start.fence is not None and task.id == start.task_id
         return Turn(
-            task=task.model_copy(deep=True),
+            task=copy_task(task),
             owner=start.owner,
             fence=start.fence,
             **fields,  # type: ignore[arg-type]

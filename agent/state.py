@@ -51,3 +51,8 @@ class LoopState(BaseModel):
     awaiting: Awaiting | None = None
     finish_result: str | None = None
     failure_streaks: dict[str, ToolFailureStreak] = Field(default_factory=dict)
+
+    def frozen_copy(self) -> LoopState:
+        """A copy sharing nothing with this state, made the way a checkpoint stores and loads
+        it (JSON, by pydantic-core: several times faster than a deep copy)."""
+        return LoopState.model_validate_json(self.model_dump_json())

@@ -40,9 +40,7 @@ from stores.models import (
     JournalEntry,
     Message,
     Role,
-    StatusUpdate,
     Task,
-    TaskEvent,
     TaskRecord,
     TaskSnapshot,
     TaskState,
@@ -68,18 +66,8 @@ class SendRequest:
     """The client's W3C trace context (`traceparent`, `tracestate`): the turn joins its trace."""
 
 
-def event_state(event: TaskEvent) -> TaskState | None:
-    match event:
-        case StatusUpdate(status=status):
-            return status.state
-        case TaskSnapshot(task=task):
-            return task.status.state
-        case _:
-            return None
-
-
-def ends_stream(event: TaskEvent, *, at_interrupt: bool) -> bool:
-    state = event_state(event)
+def ends_stream(state: TaskState | None, *, at_interrupt: bool) -> bool:
+    """Whether an event reporting `state` (None: an artifact update) is a stream's last."""
     return state is not None and (state.is_terminal or (at_interrupt and state.is_interrupted))
 
 
@@ -387,7 +375,7 @@ class RequestHandler:
     ) -> AsyncGenerator[JournalEntry, None]:
         first = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
         yield first
-        if ends_stream(first.event, at_interrupt=at_interrupt):
+        if ends_stream(first.state, at_interrupt=at_interrupt):
             return
         async for entry in self._tail(
             record.task.id, owner=owner, after=record.position, at_interrupt=at_interrupt
@@ -419,7 +407,7 @@ class RequestHandler:
             for entry in entries:
                 yield entry
                 after = entry.position
-                if ends_stream(entry.event, at_interrupt=at_interrupt):
+                if ends_stream(entry.state, at_interrupt=at_interrupt):
                     return
                 if until_drain and self._drain.started:
                     return
@@ -428,7 +416,7 @@ class RequestHandler:
                 if record is None:
                     return  # expired while we waited
                 if record.position <= after and ends_stream(
-                    TaskSnapshot(task=record.task), at_interrupt=at_interrupt
+                    record.task.status.state, at_interrupt=at_interrupt
                 ):
                     return
                 block_s = self._read_block_s

@@ -31,7 +31,7 @@ from app.json_body import check_depth, check_json_media_type, parse_json
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject, Operations
 from app.sse import dumps, event_stream
-from app.wire_v1 import render_event
+from app.wire_v1 import render_entry
 
 logger = logging.getLogger(__name__)
 
@@ -235,13 +235,10 @@ class JsonRpcBinding:
         return self._stream(request_id, entries)
 
     def _stream(self, request_id: JsonId, entries: Any) -> Response:
+        head = b'{"jsonrpc":"2.0","id":' + dumps(request_id).encode() + b',"result":'
         return event_stream(
             entries,
-            render=lambda entry: {
-                "jsonrpc": "2.0",
-                "id": request_id,
-                "result": render_event(entry.event),
-            },
+            render=lambda entry: head + render_entry(entry) + b"}",
             render_error=lambda error: {"data": dumps(error_payload(request_id, error))},
             metrics=self._metrics,
         )

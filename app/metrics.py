@@ -217,6 +217,8 @@ class Metrics(TurnObserver):
         """An entry went out on a stream opened at `opened_at` (epoch seconds). Only status
         updates carry the time they were published; entries older than the stream (a replay
         after Last-Event-ID, a subscribe's catch-up) would count the client's absence as lag."""
+        if entry.kind != "status":  # the common artifact update is not parsed for this
+            return
         event = entry.event
         if isinstance(event, StatusUpdate):
             published = event.status.timestamp.timestamp()

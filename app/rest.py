@@ -31,7 +31,7 @@ from app.jsonrpc import check_version, error_payload
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject, Operations
 from app.sse import dumps, event_stream
-from app.wire_v1 import render_event
+from app.wire_v1 import render_entry
 
 logger = logging.getLogger(__name__)
 
@@ -247,7 +247,7 @@ class RestBinding:
     def _sse(self, entries: Any) -> Response:
         return event_stream(
             entries,
-            render=lambda entry: render_event(entry.event),
+            render=render_entry,
             render_error=lambda error: {"event": "error", "data": dumps(error_body(error))},
             metrics=self._metrics,
         )

@@ -50,7 +50,7 @@ class JournalStream(EventSourceResponse):
 def event_stream(
     entries: AsyncIterator[JournalEntry],
     *,
-    render: Callable[[JournalEntry], dict[str, Any]],
+    render: Callable[[JournalEntry], bytes],
     render_error: Callable[[A2AError], dict[str, str]],
     metrics: Metrics,
 ) -> EventSourceResponse:
@@ -61,7 +61,7 @@ def event_stream(
         with metrics.stream_open():
             try:
                 async for entry in entries:
-                    yield {"id": str(entry.position), "data": dumps(render(entry))}
+                    yield {"id": str(entry.position), "data": render(entry).decode()}
                     metrics.stream_sent(entry, opened_at=opened_at)
             except Exception as exc:
                 yield render_error(as_a2a_error(exc, where="SSE stream"))

@@ -6,6 +6,7 @@ response-shaping rules (historyLength, includeArtifacts). Params accept camelCas
 
 from __future__ import annotations
 
+import json
 from datetime import datetime
 from typing import Any
 
@@ -15,6 +16,7 @@ from pydantic.alias_generators import to_camel
 from app.limits import RequestLimits
 from stores.models import (
     ArtifactUpdate,
+    JournalEntry,
     Message,
     StatusUpdate,
     Task,
@@ -99,6 +101,21 @@ def render_task(
     if not include_artifacts:
         payload.pop("artifacts", None)
     return payload
+
+
+_STREAM_RESPONSE_FIELDS = {b"status": b"statusUpdate", b"artifact": b"artifactUpdate"}
+
+
+def render_entry(entry: JournalEntry) -> bytes:
+    """A journal entry as 1.0 StreamResponse JSON, written from the stored form (`{"kind":K,`
+    then the event's fields; a task event's one field is `task`) without parsing it again."""
+    stored, kind = entry.stored, entry.kind.encode()
+    prefix = b'{"kind":"' + kind + b'",'
+    if not stored.startswith(prefix):
+        return json.dumps(render_event(entry.event), separators=(",", ":")).encode()
+    if kind == b"task":
+        return b"{" + stored[len(prefix) :]
+    return b'{"' + _STREAM_RESPONSE_FIELDS[kind] + b'":{' + stored[len(prefix) :] + b"}"
 
 
 def render_event(event: TaskEvent) -> dict[str, Any]:

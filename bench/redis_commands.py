@@ -309,6 +309,7 @@ def main() -> int:
         "--modes", nargs="+", default=["writer", "stream"], choices=["writer", "stream"]
     )
     ap.add_argument("--breakdown", action="store_true", help="print per-command counts too")
+    ap.add_argument("--json", help="also write the server's rows (per turn, per chunk) here")
     args = ap.parse_args()
 
     redis_srv = RedisServer(persistent=False).start()
@@ -371,6 +372,15 @@ def main() -> int:
         e, c, rt, b = r.per_turn()
         print(f"{r.label:<14}{r.k:>5} | {e:>10.1f}{c:>12.1f}{rt:>9.1f}{b / 1024:>12.1f} | "
               f"{e / r.k:>11.2f}{c / r.k:>13.2f}{rt / r.k:>9.2f}{b / r.k:>11.0f}")  # fmt: skip
+
+    if args.json:
+        server_rows = [
+            dict(zip(("exec", "client", "round_trips", "bytes_up"), r.per_turn(), strict=True))
+            | {"row": r.label, "chunks": r.k}
+            for r in rows
+            if r.label.startswith("server/")
+        ]
+        Path(args.json).write_text(json.dumps(server_rows))
 
     # marginal cost of one more chunk: the slope between the smallest and largest K
     if len(args.chunks) >= 2:

@@ -1,11 +1,13 @@
-"""Side by side: our `a2a-server` (scripted model; in memory and on Redis) and the official
-`a2a-sdk` server (bench/reference_server.py, the same events), driven by the same async load
-generator in this process, in the same run. Prints metric, ours, reference, ratio (medians of
---runs runs). A first cut of issue 16's bench: no wrk yet, and the load generator shares the
-machine's cores with the servers, so absolute figures are low; the ratios are what to read.
+"""Issue 16's bench, one command: our `a2a-server` (the scripted model, in memory and on Redis)
+beside the official `a2a-sdk` server with an executor that emits the same events
+(bench/reference_server.py), in the same run, driven by the same load generators (wrk for
+request/response, bench/loadgen.py's asyncio client for streams). Prints metric, ours, reference,
+ratio; each figure the median of --runs interleaved runs.
 
-    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/side_by_side.py \
-        [--seconds 5] [--runs 3]
+    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/side_by_side.py [--seconds 5]
+        [--runs 3] [--idle 1000 10000] [--quick]
+
+Needs wrk (`apt-get install wrk`) and redis-server on PATH (a private one on a free port).
 """
 
 from __future__ import annotations
@@ -18,17 +20,31 @@ import socket
 import statistics
 import subprocess
 import sys
+import tempfile
 import time
-import uuid
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
 
 import httpx
 
+sys.path.insert(0, str(Path(__file__).resolve().parent))
+import loadgen
+
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
-HEADERS = {"A2A-Version": "1.0"}
+CHUNKS = 20
+# Both servers get the same generous limits: the reference has none, and ours would otherwise
+# refuse (503, by design) what the bench's single anonymous client asks for at c=64.
+OUR_LIMITS = {
+    "A2A_MAX_RUNNING_TURNS": "4096",
+    "A2A_MAX_TURNS_PER_PRINCIPAL": "4096",
+    "A2A_MAX_STREAMS": "20000",
+    "A2A_MAX_STREAMS_PER_PRINCIPAL": "20000",
+    "A2A_MAX_CONNECTIONS": "20000",
+    "A2A_MEMORY_MAX_TASKS": "1000000",
+    "LOG_LEVEL": "warning",
+}
 
 
 def free_port() -> int:
@@ -37,71 +53,153 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def rss_kib(pid: int) -> int:
+    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
+        if line.startswith("VmRSS:"):
+            return int(line.split()[1])
+    raise RuntimeError("no VmRSS")
+
+
+def send(url: str, params: dict[str, object], method: str = "SendMessage") -> dict[str, object]:
+    body = loadgen.rpc_body(method, params)
+    reply = httpx.post(url, content=body, headers={"A2A-Version": "1.0",
+                       "Content-Type": "application/json"}, timeout=60).json()  # fmt: skip
+    if "result" not in reply:
+        raise RuntimeError(f"{method} failed: {reply}")
+    return reply["result"]
+
+
 @contextmanager
-def server(command: list[str], env: dict[str, str], port: int) -> Iterator[str]:
+def server(command: list[str], env: dict[str, str]) -> Iterator[tuple[str, int, float]]:
+    """Start a server; yield (url, pid, seconds from spawn to its first answered SendMessage)."""
+    port = free_port()
     base = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
+    began = time.monotonic()
     proc = subprocess.Popen(
-        command, env={**base, **env}, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
-    )
-    url = f"http://127.0.0.1:{port}"
+        [*command, "--port", str(port)], env={**base, **env},
+        stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+    )  # fmt: skip
+    url = f"http://127.0.0.1:{port}/"
     try:
-        deadline = time.monotonic() + 30
+        deadline = began + 60
         while True:
             try:
-                httpx.get(f"{url}/.well-known/agent-card.json", timeout=1)
+                send(url, loadgen.send_params(configuration={"returnImmediately": True}))
                 break
-            except httpx.HTTPError:
+            except (httpx.HTTPError, RuntimeError):
                 if time.monotonic() > deadline or proc.poll() is not None:
                     raise RuntimeError(f"{command} did not start") from None
-                time.sleep(0.1)
-        yield url
+                time.sleep(0.02)
+        yield url, proc.pid, time.monotonic() - began
     finally:
         proc.terminate()
         proc.wait(timeout=30)
 
 
-def send_body(method: str, **params: object) -> dict[str, object]:
-    message = {"messageId": uuid.uuid4().hex, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message, **params}}
+def measure_load(url: str, seconds: float) -> dict[str, float]:
+    figures: dict[str, float] = {}
+    completed = loadgen.send_params()
+    for concurrency in (1, 16, 64):
+        rate = loadgen.wrk(url, method="SendMessage", params=completed,
+                           expect="TASK_STATE_COMPLETED", concurrency=concurrency,
+                           seconds=seconds)  # fmt: skip
+        figures[f"SendMessage c={concurrency} req/s"] = rate.per_s
+        figures[f"SendMessage c={concurrency} p50 ms"] = rate.p50_ms
+        figures[f"SendMessage c={concurrency} p99 ms"] = rate.p99_ms
+        figures[f"SendMessage c={concurrency} failures"] = rate.failures
+    for concurrency in (1, 32):
+        streamed = asyncio.run(loadgen.streams(url, concurrency=concurrency, seconds=seconds))
+        figures[f"stream c={concurrency} events/s"] = streamed.events_per_s
+        figures[f"stream c={concurrency} first event p50 ms"] = (
+            percentile(streamed.first_event_s, 0.5) * 1000
+        )
+        figures[f"stream c={concurrency} first event p99 ms"] = (
+            percentile(streamed.first_event_s, 0.99) * 1000
+        )
+        figures[f"stream c={concurrency} failures"] = streamed.failures
+    task_id = send(url, completed)["task"]["id"]  # type: ignore[index]
+    rate = loadgen.wrk(url, method="GetTask", params={"id": task_id}, expect=task_id,
+                       concurrency=16, seconds=seconds)  # fmt: skip
+    figures["GetTask c=16 req/s"] = rate.per_s
+    figures["GetTask c=16 p99 ms"] = rate.p99_ms
+    return figures
 
 
-async def closed_loop(url: str, concurrency: int, seconds: float, one) -> tuple[float, list[float]]:
-    """`concurrency` workers each repeating `one(client)` for `seconds`: (count/s, latencies)."""
-    latencies: list[float] = []
-    limits = httpx.Limits(max_connections=concurrency, max_keepalive_connections=concurrency)
-    async with httpx.AsyncClient(base_url=url, limits=limits, timeout=60, headers=HEADERS) as c:
-        stop = time.monotonic() + seconds
+def measure_idle_streams(url: str, pid: int, counts: list[int], *, bare: bool) -> dict[str, float]:
+    """Memory per idle open stream: RSS growth over `count` streams (on a task that stays
+    working), per stream, in KiB."""
+    figures: dict[str, float] = {}
+    task_id = "none"
+    if not bare:
+        started = send(url, loadgen.send_params(configuration={"returnImmediately": True}))
+        task_id = started["task"]["id"]  # type: ignore[index]
+    for count in counts:
 
-        async def worker() -> int:
-            done = 0
-            while time.monotonic() < stop:
-                done += await one(c, latencies)
-            return done
+        async def hold(count: int = count) -> tuple[int, int, int]:
+            opened, release = asyncio.Event(), asyncio.Event()
+            before = rss_kib(pid)
+            holder = asyncio.create_task(
+                loadgen.hold_idle_streams(
+                    url, count=count, task_id=task_id, opened=opened, release=release
+                )
+            )
+            await opened.wait()
+            await asyncio.sleep(2)  # let the server settle (buffers, lazy allocations)
+            after = rss_kib(pid)
+            release.set()
+            failures = await holder
+            await asyncio.sleep(2)
+            return before, after, failures
 
-        counts = await asyncio.gather(*(worker() for _ in range(concurrency)))
-    return sum(counts) / seconds, latencies
+        before, after, failures = asyncio.run(hold())
+        figures[f"idle streams {count}: KiB per stream"] = (after - before) / count
+        figures[f"idle streams {count}: failures"] = failures
+    return figures
 
 
-async def one_send(client: httpx.AsyncClient, latencies: list[float]) -> int:
-    began = time.monotonic()
-    reply = (await client.post("/", json=send_body("SendMessage"))).json()
-    state = reply.get("result", {}).get("task", {}).get("status", {}).get("state")
-    if state != "TASK_STATE_COMPLETED":  # e.g. refused at the admission limit: not counted
-        return 0
-    latencies.append(time.monotonic() - began)
-    return 1
+def measure_history(url: str, sizes: list[int]) -> dict[str, float]:
+    """Turn start (to the first answer chunk of a streamed send) in a conversation holding
+    `size` messages, for each size: median of 10 probes."""
+    figures: dict[str, float] = {}
+    context = f"history-{time.monotonic_ns()}"
+    held = 0
+    for size in sizes:
+        while held < size:  # each turn adds the user's message and the answer
+            send(url, in_context(context))
+            held += 2
+        probes = []
+        for _ in range(10):
+            probes.append(asyncio.run(first_chunk_s(url, context)))
+            held += 2
+        figures[f"turn start, {size} messages of history, ms"] = statistics.median(probes) * 1000
+    return figures
 
 
-async def one_stream(client: httpx.AsyncClient, latencies: list[float]) -> int:
-    """A streamed send read to its end: latencies hold the first event's; returns events."""
-    began, events = time.monotonic(), 0
-    async with client.stream("POST", "/", json=send_body("SendStreamingMessage")) as response:
-        async for line in response.aiter_lines():
-            if line.startswith("data:"):
-                if events == 0:
-                    latencies.append(time.monotonic() - began)
-                events += 1
-    return events
+def in_context(context: str) -> dict[str, object]:
+    params = loadgen.send_params()
+    params["message"]["contextId"] = context  # type: ignore[index]
+    return params
+
+
+async def first_chunk_s(url: str, context: str) -> float:
+    params = in_context(context)
+    reader, writer = await loadgen._connect(url)
+    try:
+        began = time.monotonic()
+        writer.write(loadgen._request(url, loadgen.rpc_body("SendStreamingMessage", params)))
+        received, first = b"", None
+        while not received.endswith(loadgen._END_OF_CHUNKED):
+            chunk = await reader.read(1 << 16)
+            if not chunk:
+                raise ConnectionError("closed")
+            received += chunk
+            if first is None and b"artifactUpdate" in received:
+                first = time.monotonic() - began
+        if first is None:
+            raise RuntimeError(received[:300])
+        return first
+    finally:
+        writer.close()
 
 
 def percentile(values: list[float], q: float) -> float:
@@ -109,70 +207,137 @@ def percentile(values: list[float], q: float) -> float:
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
 
 
-async def measure(url: str, seconds: float) -> dict[str, float]:
-    figures: dict[str, float] = {}
-    for concurrency in (1, 16, 64):
-        rate, latencies = await closed_loop(url, concurrency, seconds, one_send)
-        figures[f"SendMessage c={concurrency} req/s"] = rate
-        figures[f"SendMessage c={concurrency} p99 ms"] = percentile(latencies, 0.99) * 1000
-    for concurrency in (1, 32):
-        rate, latencies = await closed_loop(url, concurrency, seconds, one_stream)
-        figures[f"stream c={concurrency} events/s"] = rate
-        figures[f"stream c={concurrency} first event p50 ms"] = percentile(latencies, 0.5) * 1000
-        figures[f"stream c={concurrency} first event p99 ms"] = percentile(latencies, 0.99) * 1000
-    async with httpx.AsyncClient(base_url=url, headers=HEADERS) as client:
-        reply = (await client.post("/", json=send_body("SendMessage"))).json()
-    task_id = reply["result"]["task"]["id"]
-
-    async def one_get(client: httpx.AsyncClient, latencies: list[float]) -> int:
-        body = {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
-        assert "result" in (await client.post("/", json=body)).json()
-        return 1
-
-    figures["GetTask c=16 req/s"], _ = await closed_loop(url, 16, seconds, one_get)
-    return figures
-
-
 def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {name: statistics.median(run[name] for run in runs) for name in runs[0]}
+    return {name: statistics.median(run[name] for run in runs if name in run) for name in runs[0]}
+
+
+@contextmanager
+def private_redis() -> Iterator[str]:
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", folder],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            for _ in range(100):
+                if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                                  text=True).stdout.strip() == "PONG":  # fmt: skip
+                    break
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)
+
+
+def redis_costs() -> dict[str, float]:
+    """Redis commands and round trips per turn and per chunk (bench/redis_commands.py)."""
+    with tempfile.NamedTemporaryFile(suffix=".json") as out:
+        subprocess.run(
+            [sys.executable, str(ROOT / "bench" / "redis_commands.py"), "--chunks", "20", "220",
+             "--turns", "3", "--chunk-delay", "0.002", "--json", out.name],
+            check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
+        )  # fmt: skip
+        rows = json.loads(Path(out.name).read_text())
+    figures: dict[str, float] = {}
+    for mode in ("writer", "stream"):
+        short, long = (next(r for r in rows if r["row"] == f"server/{mode}" and r["chunks"] == k)
+                       for k in (20, 220))  # fmt: skip
+        figures[f"Redis {mode}: commands per turn (20 chunks)"] = short["client"]
+        figures[f"Redis {mode}: round trips per turn (20 chunks)"] = short["round_trips"]
+        figures[f"Redis {mode}: round trips per extra chunk"] = (
+            long["round_trips"] - short["round_trips"]
+        ) / 200
+        figures[f"Redis {mode}: bytes per extra chunk"] = (
+            long["bytes_up"] - short["bytes_up"]
+        ) / 200
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5)
     parser.add_argument("--runs", type=int, default=3)
-    parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
+    parser.add_argument("--idle", type=int, nargs="+", default=[1000, 10000])
+    parser.add_argument("--history", type=int, nargs="+", default=[10, 1000, 10000])
+    parser.add_argument("--quick", action="store_true", help="1 run of 2 s, 1000 idle streams")
     args = parser.parse_args()
-    scripted = {"SCRIPTED_CHUNKS": "20", "SCRIPTED_DELAY_MS": "0"}
-    ours_env = {**scripted, "LLM_MODEL": "scripted", "LOG_LEVEL": "warning"}
-    targets = {
-        "ours (memory)": ([str(BIN / "a2a-server")], ours_env),
-        "ours (redis)": (
-            [str(BIN / "a2a-server")],
-            {
-                **ours_env,
-                "REDIS_URL": args.redis_url,
-                "REDIS_KEY_PREFIX": f"bench-{uuid.uuid4().hex[:6]}",
-            },
-        ),
-        "reference": ([sys.executable, str(ROOT / "bench" / "reference_server.py")], scripted),
-    }
-    runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
-    for _ in range(args.runs):  # interleaved: each run measures every target once
-        for name, (command, env) in targets.items():
-            port = free_port()
-            flags = ["--port", str(port)]
-            with server([*command, *flags], env, port) as url:
-                runs[name].append(asyncio.run(measure(url, args.seconds)))
-    result = {name: median_of(figures) for name, figures in runs.items()}
-    ours, redis, reference = result["ours (memory)"], result["ours (redis)"], result["reference"]
-    print("| metric | ours (memory) | ours (redis) | reference | ratio (memory / reference) |")
-    print("|---|---|---|---|---|")
-    for metric in ours:
-        ratio = ours[metric] / reference[metric] if reference[metric] else float("nan")
-        cells = [f"{figures[metric]:.0f}" for figures in (ours, redis, reference)]
-        print(f"| {metric} | {' | '.join(cells)} | {ratio:.2f} |")
+    if args.quick:
+        args.runs, args.seconds, args.idle, args.history = 1, 2, [1000], [10, 1000]
+    scripted = {"SCRIPTED_CHUNKS": str(CHUNKS), "SCRIPTED_DELAY_MS": "0"}
+    idle = {"SCRIPTED_CHUNKS": "1", "SCRIPTED_DELAY_MS": "3600000"}  # a turn that stays working
+    ours = [str(BIN / "a2a-server")]
+    reference = [sys.executable, str(ROOT / "bench" / "reference_server.py")]
+    runs: dict[str, list[dict[str, float]]] = {"memory": [], "redis": [], "reference": []}
+    with private_redis() as redis_url:
+        on_redis = {"REDIS_URL": redis_url, "LEASE_TTL_S": "600"}
+        targets = {
+            "memory": (ours, {**scripted, "LLM_MODEL": "scripted", **OUR_LIMITS}),
+            "redis": (ours, {**scripted, "LLM_MODEL": "scripted", **OUR_LIMITS, **on_redis}),
+            "reference": (reference, scripted),
+        }
+        for run in range(args.runs):  # interleaved: each run measures every target once
+            for name, (command, env) in targets.items():
+                env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}"}
+                with server(command, env) as (url, pid, startup_s):
+                    figures = {"startup to first answer, s": startup_s}
+                    figures |= measure_load(url, args.seconds)
+                    if name != "reference":
+                        figures |= measure_history(url, args.history)
+                with server(command, {**env, **idle}) as (url, pid, _):
+                    figures |= measure_idle_streams(url, pid, args.idle, bare=False)
+                runs[name].append(figures)
+                print(f"run {run + 1} {name}: {json.dumps(figures)}", file=sys.stderr)
+            bare = [sys.executable, str(ROOT / "bench" / "bare_asgi.py")]
+            with bare_server(bare) as (url, pid):
+                runs.setdefault("bare ASGI", []).append(
+                    measure_idle_streams(url, pid, args.idle, bare=True)
+                )
+    result = {name: median_of(figures) for name, figures in runs.items() if figures}
+    result["redis costs"] = redis_costs()
+    print_table(result)
     print(json.dumps(result))
+
+
+@contextmanager
+def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
+    port = free_port()
+    proc = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.DEVNULL,
+                            stderr=subprocess.DEVNULL)  # fmt: skip
+    try:
+        for _ in range(200):
+            try:
+                socket.create_connection(("127.0.0.1", port), timeout=1).close()
+                break
+            except OSError:
+                time.sleep(0.05)
+        yield f"http://127.0.0.1:{port}/", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+def print_table(result: dict[str, dict[str, float]]) -> None:
+    memory, redis, reference = result["memory"], result["redis"], result["reference"]
+    print("| metric | ours (memory) | ours (redis) | reference | memory / reference |")
+    print("|---|---|---|---|---|")
+    for metric, value in memory.items():
+        ref = reference.get(metric)
+        ratio = f"{value / ref:.2f}" if ref else ""
+        cells = [fmt(value), fmt(redis.get(metric)), fmt(ref), ratio]
+        print(f"| {metric} | {' | '.join(cells)} |")
+    for metric, value in result.get("bare ASGI", {}).items():
+        print(f"| {metric} (bare ASGI) | | | {fmt(value)} | |")
+    for metric, value in result["redis costs"].items():
+        print(f"| {metric} | | {fmt(value)} | | |")
+
+
+def fmt(value: float | None) -> str:
+    if value is None:
+        return ""
+    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
 
 
 if __name__ == "__main__":

@@ -14,6 +14,7 @@ import time
 from collections import deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any, Protocol, TypeVar
 
 from stores.base import (
@@ -32,6 +33,7 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
+from stores.codec import dump_event, dump_message, dump_task, load_message, load_task, stored_entry
 from stores.models import (
     ChatMessage,
     JournalEntry,
@@ -40,6 +42,7 @@ from stores.models import (
     TaskRecord,
     TaskSnapshot,
     TaskState,
+    utc_now,
 )
 from stores.paging import decode_cursor, encode_cursor
 from stores.rate_limit import InMemoryRateLimiter, RateLimit, RateLimiter
@@ -47,20 +50,43 @@ from stores.rate_limit import InMemoryRateLimiter, RateLimit, RateLimiter
 logger = logging.getLogger(__name__)
 
 
-def _timestamp_ms(task: Task) -> int:
-    return int(task.status.timestamp.timestamp() * 1000)
-
-
 @dataclass
 class _StoredTask:
-    task: Task
-    position: int  # of the last journal entry
-    snapshot_position: int  # of the entry the snapshot reflects
-    journal: deque[JournalEntry]
-    touched: float
+    """A task as the store keeps it: its snapshot and journal in their stored (JSON) form, so
+    nothing a caller holds is shared with the store, plus the few fields lists filter on."""
+
+    journal: deque[tuple[int, bytes]]  # (position, event)
+    snapshot: bytes = b""
+    snapshot_position: int = 0  # of the entry the snapshot reflects
+    state: TaskState = TaskState.UNSPECIFIED
+    context_id: str = ""
+    timestamp_ms: int = 0
+    status_timestamp: datetime = field(default_factory=utc_now)
+    position: int = 1  # of the last journal entry
+    touched: float = 0.0
     arrived: asyncio.Event = field(default_factory=asyncio.Event)
     last_event_id: str = ""  # so a retried publish is not journaled twice
     last_event_position: int = 0
+
+    @classmethod
+    def first(cls, task: Task, *, journal_max: int) -> _StoredTask:
+        """A new task: its journal starts with the task itself at position 1."""
+        journal = deque([(1, dump_event(TaskSnapshot(task=task)))], maxlen=journal_max)
+        stored = cls(journal=journal, touched=time.monotonic())
+        stored.keep(task, 1)
+        return stored
+
+    def keep(self, task: Task, position: int) -> None:
+        self.snapshot, self.snapshot_position = dump_task(task), position
+        self.state, self.context_id = task.status.state, task.context_id
+        self.status_timestamp = task.status.timestamp
+        self.timestamp_ms = int(task.status.timestamp.timestamp() * 1000)
+
+    def task(self, task_id: str) -> Task:
+        try:
+            return load_task(self.snapshot)
+        except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+            raise TaskUnreadable(task_id) from exc
 
 
 class _Touched(Protocol):
@@ -105,27 +131,16 @@ class InMemoryTaskStore(TaskStore):
         self._sweeper.sweep(self._tasks)
         if len(self._tasks) >= self._max_tasks:
             self._make_room()
-        stored = _StoredTask(
-            task=task.model_copy(deep=True),
-            position=1,
-            snapshot_position=1,
-            journal=deque(
-                [JournalEntry(position=1, event=TaskSnapshot(task=task.model_copy(deep=True)))],
-                maxlen=self._journal_max,
-            ),
-            touched=time.monotonic(),
-        )
+        stored = _StoredTask.first(task, journal_max=self._journal_max)
         self._tasks[(owner, task.id)] = stored
-        return TaskRecord(task=task.model_copy(deep=True), owner=owner, position=1)
+        return TaskRecord(task=stored.task(task.id), owner=owner, position=1)
 
     def _make_room(self) -> None:
         """Drop the tasks that ended longest ago (with their journals): a hundredth of the
         capacity at once, so a full store does not scan itself at every create. StoreFull if
         every task is still active."""
         ended = sorted(
-            (stored.touched, key)
-            for key, stored in self._tasks.items()
-            if stored.task.status.state.is_terminal
+            (stored.touched, key) for key, stored in self._tasks.items() if stored.state.is_terminal
         )
         if not ended:
             raise StoreFull(
@@ -142,39 +157,35 @@ class InMemoryTaskStore(TaskStore):
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             return None
-        try:
-            task = stored.task.model_copy(deep=True)
-        except RecursionError as exc:
-            raise TaskUnreadable(task_id) from exc
-        return TaskRecord(task=task, owner=owner, position=stored.snapshot_position)
+        return TaskRecord(task=stored.task(task_id), owner=owner, position=stored.snapshot_position)
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         matching = [
-            stored.task
-            for (task_owner, _), stored in self._tasks.items()
+            (stored.timestamp_ms, task_id, stored)
+            for (task_owner, task_id), stored in self._tasks.items()
             if task_owner == owner
-            and (query.context_id is None or stored.task.context_id == query.context_id)
-            and (query.state is None or stored.task.status.state == query.state)
-            and (query.status_after is None or stored.task.status.timestamp >= query.status_after)
+            and (query.context_id is None or stored.context_id == query.context_id)
+            and (query.state is None or stored.state == query.state)
+            and (query.status_after is None or stored.status_timestamp >= query.status_after)
         ]
-        matching.sort(key=lambda task: (_timestamp_ms(task), task.id), reverse=True)
+        matching.sort(key=lambda row: (row[0], row[1]), reverse=True)
         start = 0
         if query.page_token:
             cursor = decode_cursor(query.page_token)
             start = next(
-                (i for i, task in enumerate(matching) if (_timestamp_ms(task), task.id) < cursor),
+                (i for i, row in enumerate(matching) if (row[0], row[1]) < cursor),
                 len(matching),
             )
         page = matching[start : start + query.page_size]
         more = start + query.page_size < len(matching)
-        token = encode_cursor(_timestamp_ms(page[-1]), page[-1].id) if more and page else ""
-        copies: builtins.list[Task] = []
-        for task in page:
+        token = encode_cursor(page[-1][0], page[-1][1]) if more and page else ""
+        tasks: builtins.list[Task] = []
+        for _, task_id, stored in page:
             try:
-                copies.append(task.model_copy(deep=True))
-            except RecursionError:  # one task too deep to copy must not fail the whole list
-                logger.warning("task_id=<%s> | left out of a task list: cannot be copied", task.id)
-        return TaskPage(tasks=copies, next_page_token=token, total_size=len(matching))
+                tasks.append(stored.task(task_id))
+            except TaskUnreadable:  # one unreadable task must not fail the whole list
+                logger.warning("task_id=<%s> | left out of a task list: cannot be read", task_id)
+        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
 
     async def publish(
         self,
@@ -194,17 +205,15 @@ class InMemoryTaskStore(TaskStore):
             return stored.last_event_position
         if fence is not None and self._leases is not None:
             self._leases.check(task_id, owner=owner, fence=fence)
-        if if_state is not None and stored.task.status.state != if_state:
+        if if_state is not None and stored.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         stored.position += 1
         if event_id:
             stored.last_event_id, stored.last_event_position = event_id, stored.position
-        entry = JournalEntry(position=stored.position, event=event.model_copy(deep=True))
-        stored.journal.append(entry)
+        stored.journal.append((stored.position, dump_event(event)))
         stored.touched = time.monotonic()
         if snapshot is not None:
-            stored.task = snapshot.model_copy(deep=True)
-            stored.snapshot_position = stored.position
+            stored.keep(snapshot, stored.position)
         arrived, stored.arrived = stored.arrived, asyncio.Event()
         arrived.set()
         return stored.position
@@ -220,12 +229,12 @@ class InMemoryTaskStore(TaskStore):
                 await asyncio.wait_for(stored.arrived.wait(), timeout_s)
             except TimeoutError:
                 return []
-        return [entry.model_copy(deep=True) for entry in stored.journal if entry.position > after]
+        return [stored_entry(position, raw) for position, raw in stored.journal if position > after]
 
 
 @dataclass
 class _Conversation:
-    messages: list[ChatMessage] = field(default_factory=list)
+    messages: list[bytes] = field(default_factory=list)  # stored form, as in Redis
     units: set[str] = field(default_factory=set)
     touched: float = 0.0
 
@@ -240,7 +249,7 @@ class InMemoryMessageStore(MessageStore):
         conversation = self._conversations.get((owner, context_id))
         if conversation is None or limit <= 0:
             return []
-        return [message.model_copy(deep=True) for message in conversation.messages[-limit:]]
+        return [load_message(raw) for raw in conversation.messages[-limit:]]
 
     async def append(
         self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
@@ -253,7 +262,7 @@ class InMemoryMessageStore(MessageStore):
         if unit_id in conversation.units:
             return False
         conversation.units.add(unit_id)
-        conversation.messages.extend(message.model_copy(deep=True) for message in messages)
+        conversation.messages.extend(dump_message(message) for message in messages)
         return True
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:

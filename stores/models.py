@@ -12,7 +12,14 @@ import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
-from pydantic import BaseModel, ConfigDict, Field, PlainSerializer, model_validator
+from pydantic import (
+    BaseModel,
+    ConfigDict,
+    Field,
+    PlainSerializer,
+    TypeAdapter,
+    model_validator,
+)
 from pydantic.alias_generators import to_camel
 
 
@@ -180,15 +187,71 @@ class TaskSnapshot(Record):
 
 
 TaskEvent = Annotated[StatusUpdate | ArtifactUpdate | TaskSnapshot, Field(discriminator="kind")]
+_EVENTS: TypeAdapter[TaskEvent] = TypeAdapter(TaskEvent)  # their stored form: see stores.codec
 
 
-class JournalEntry(BaseModel):
-    """An event with its position in the task's journal (the SSE `id:`)."""
+class JournalEntry:
+    """An event at its position in a task's journal (the SSE `id:`).
 
-    model_config = ConfigDict(frozen=True)
+    Stores hand entries out in the form they keep them, the event's stored JSON (see
+    `stores.codec`), with its kind and, for status and task events, its state: all that a reader
+    waiting for the end needs, and all that a stream relaying the event needs to write it. The
+    event object is parsed only when someone asks for it, once.
+    """
 
-    position: int
-    event: TaskEvent
+    __slots__ = ("_event", "_stored", "kind", "position", "state")
+
+    def __init__(
+        self,
+        *,
+        position: int,
+        event: TaskEvent | None = None,
+        stored: bytes | None = None,
+        kind: str | None = None,
+        state: TaskState | None = None,
+    ) -> None:
+        if event is None and stored is None:
+            raise ValueError("a journal entry needs its event or its stored form")
+        self.position = position
+        self._event = event
+        self._stored = stored
+        if event is not None:
+            kind, state = event.kind, event_state(event)
+        self.kind: str = kind or ""
+        self.state: TaskState | None = state
+
+    @property
+    def event(self) -> TaskEvent:
+        if self._event is None:
+            self._event = _EVENTS.validate_json(self._stored or b"")
+        return self._event
+
+    @property
+    def stored(self) -> bytes:
+        """The event in its stored form (`kind` first)."""
+        if self._stored is None:
+            self._stored = _EVENTS.dump_json(self.event, by_alias=True, exclude_none=True)
+        return self._stored
+
+    def __eq__(self, other: object) -> bool:
+        if not isinstance(other, JournalEntry):
+            return NotImplemented
+        return self.position == other.position and self.event == other.event
+
+    def __hash__(self) -> int:
+        return hash((self.position, self.kind))
+
+    def __repr__(self) -> str:
+        return f"JournalEntry(position={self.position}, kind={self.kind!r}, state={self.state})"
+
+
+def event_state(event: TaskEvent) -> TaskState | None:
+    """The state a status or task event reports; None for an artifact update."""
+    if isinstance(event, StatusUpdate):
+        return event.status.state
+    if isinstance(event, TaskSnapshot):
+        return event.task.status.state
+    return None
 
 
 class TaskRecord(BaseModel):

@@ -18,18 +18,13 @@ from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
 from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUnavailable
+from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
 from stores.redis_rate_limit import RedisRateLimiter
-from stores.redis_support import (
-    LuaScript,
-    dump_message,
-    load_message,
-    redis_available,
-    text,
-)
+from stores.redis_support import LuaScript, redis_available, text
 from stores.redis_tasks import RedisTaskStore
 
 __all__ = [

@@ -8,7 +8,6 @@ from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
 
-from pydantic import TypeAdapter
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
@@ -16,10 +15,8 @@ from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import StoreUnavailable
-from stores.models import ChatMessage, Task, TaskEvent
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_EVENTS: TypeAdapter[TaskEvent] = TypeAdapter(TaskEvent)
 
 
 @contextmanager
@@ -86,35 +83,6 @@ async def run_pipeline(
                 raise reply
         return replies
     raise AssertionError("unreachable")
-
-
-# --- serialization: the records' JSON (camelCase aliases, `kind` discriminator kept) ---------
-# exclude_none: a Part with an explicit `data` None would otherwise fail its exactly-one check on
-# the way back (every absent content field would come back as present).
-
-
-def dump_event(event: TaskEvent) -> bytes:
-    return _EVENTS.dump_json(event, by_alias=True, exclude_none=True)
-
-
-def load_event(raw: bytes | str) -> TaskEvent:
-    return _EVENTS.validate_json(raw)
-
-
-def dump_task(task: Task) -> bytes:
-    return task.model_dump_json(by_alias=True, exclude_none=True).encode()
-
-
-def load_task(raw: bytes | str) -> Task:
-    return Task.model_validate_json(raw)
-
-
-def dump_message(message: ChatMessage) -> bytes:
-    return message.model_dump_json(exclude_none=True).encode()
-
-
-def load_message(raw: bytes | str) -> ChatMessage:
-    return ChatMessage.model_validate_json(raw)
 
 
 def timestamp_ms(moment: datetime) -> int:

@@ -45,15 +45,12 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
+from stores.codec import dump_event, dump_task, load_task, stored_entry
 from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot, TaskState
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis_keys import RedisKeys
 from stores.redis_support import (
     LuaScript,
-    dump_event,
-    dump_task,
-    load_event,
-    load_task,
     redis_available,
     run_pipeline,
     text,
@@ -318,16 +315,18 @@ def _left_out(task_id: str, why: str) -> None:
     logger.warning("task_id=<%s> | left out of a task list: %s", task_id, why)
 
 
+def _event_field(fields: dict[Any, Any]) -> bytes:
+    value = fields[b"e"] if b"e" in fields else fields["e"]
+    return value if isinstance(value, bytes) else value.encode()
+
+
 def _entries(reply: Any) -> list[JournalEntry]:
     """XREAD's reply (RESP2 list or RESP3 map, one stream) as journal entries."""
     if not reply:
         return []
     streams = reply.values() if isinstance(reply, dict) else [entries for _, entries in reply]
     return [
-        JournalEntry(
-            position=int(text(entry_id).split("-", 1)[0]),
-            event=load_event(fields[b"e"] if b"e" in fields else fields["e"]),
-        )
+        stored_entry(int(text(entry_id).split("-", 1)[0]), _event_field(fields))
         for entries in streams
         for entry_id, fields in entries
     ]

@@ -12,9 +12,9 @@ from app.json_body import check_depth, parse_json
 from app.settings import Settings
 from app.wire_v1 import render_task
 from stores.base import TaskQuery
+from stores.codec import dump_event, dump_task, load_event, load_task
 from stores.memory import InMemoryTaskStore
 from stores.models import Task, TaskSnapshot
-from stores.redis_support import dump_event, dump_task, load_event, load_task
 
 
 def nested(levels: int, inner: Any = "x") -> Any:

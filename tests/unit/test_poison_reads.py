@@ -1,9 +1,10 @@
 """One stored task that cannot be rendered never breaks the others' reads (in-memory store).
 
-The API refuses such input now (A2A_MAX_JSON_DEPTH), so the poison is put straight into the
-store the app uses: a task whose data part nests deeper than the serializer goes. ListTasks leaves
-it out and logs it once at WARNING (no traceback); GetTask answers it as not found, in each
-binding's shape.
+The API refuses such input now (A2A_MAX_JSON_DEPTH), and neither store can be given it (both
+keep a task serialized, and the serializer refuses it), so the poison is put straight into the
+stored form: a task whose data part nests deeper than the parser goes, as a version with other
+limits could have left it. ListTasks leaves it out and logs it once at WARNING (no traceback);
+GetTask answers it as not found, in each binding's shape.
 """
 
 from __future__ import annotations
@@ -24,7 +25,7 @@ from stores.models import Task
 
 from .scripted_llm import ScriptedLLM
 
-POISON_LEVELS = 300  # stored and copied fine; pydantic's serializer stops near 255
+POISON_LEVELS = 300  # pydantic's JSON parser stops near 200, its serializer near 255
 
 
 def task(task_id: str, data: Any) -> Task:
@@ -38,11 +39,11 @@ def task(task_id: str, data: Any) -> Task:
     )
 
 
-def nested(levels: int) -> Any:
-    value: Any = "x"
-    for _ in range(levels):
-        value = [value]
-    return value
+def poisoned(stored: bytes) -> bytes:
+    """The stored task with its data part nested POISON_LEVELS deep."""
+    marker = b'"data":"poison"'
+    assert marker in stored, stored
+    return stored.replace(marker, b'"data":' + b"[" * POISON_LEVELS + b"1" + b"]" * POISON_LEVELS)
 
 
 @pytest.fixture
@@ -50,7 +51,9 @@ async def client(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncCl
     stores = InMemoryStores.create(ttl_s=3600)
     monkeypatch.setattr(app.main, "build_stores", lambda settings: stores)
     await stores.tasks.create(task("good", {"fine": [1, 2]}), owner=ANONYMOUS)
-    await stores.tasks.create(task("poison", nested(POISON_LEVELS)), owner=ANONYMOUS)
+    await stores.tasks.create(task("poison", "poison"), owner=ANONYMOUS)
+    stored = stores.tasks._tasks[(ANONYMOUS, "poison")]
+    stored.snapshot = poisoned(stored.snapshot)
     transport = httpx.ASGITransport(app=create_app(Settings(), llm=ScriptedLLM()))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as http:
         yield http

@@ -1,56 +1,112 @@
-"""The work a streamed chunk costs, counted (not timed, so it holds on a loaded machine): one
-store call and no copy of the whole task per chunk, whatever the answer's length. A return of
-the quadratic copy (the task copied at every publish, growing with the answer) fails here."""
+"""The work a streamed chunk costs, counted (not timed, so it holds on a loaded machine), through
+the whole stack a client uses: SendStreamingMessage over JSON-RPC, the runner, the publisher, the
+in-memory store and the SSE writer. Per chunk: one store publish, one serialization (the event,
+written once, relayed as written), no parse, no copy, and nothing of the whole task. A return of
+the quadratic copy (the task copied or re-serialized at every publish, growing with the answer)
+or of a per-reader re-serialization fails here.
+"""
 
 from __future__ import annotations
 
+import json
 from collections import Counter
+from collections.abc import Callable
 from typing import Any
 
+import httpx
 import pytest
-from pydantic import BaseModel
+from pydantic import BaseModel, TypeAdapter
 
 from agent.scripted_model import ScriptedModel
+from app.main import create_app
+from app.settings import Settings
 from stores.memory import InMemoryTaskStore
 
-from .engine_helpers import Stores, make_loop
-
 SHORT, LONG = 20, 220
+EXTRA = LONG - SHORT
 
 
-async def work_of_a_turn(chunks: int, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
-    """Model copies (by class) and store publishes of one streamed turn of `chunks` chunks,
-    read to its end by one reader."""
+def counted(counts: Counter[str], name: str, function: Callable[..., Any]) -> Callable[..., Any]:
+    def counting(*args: Any, **kwargs: Any) -> Any:
+        counts[name] += 1
+        if name.startswith("Task."):  # a whole task serialized, parsed or copied
+            counts["whole task"] += 1
+        return function(*args, **kwargs)
+
+    return counting
+
+
+def instrument(patch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
+    """Count every pydantic serialization, parse and copy, by the class it was made on."""
+    for method in ("model_dump", "model_dump_json", "model_copy"):
+        original = getattr(BaseModel, method)
+
+        def by_class(self: BaseModel, *args: Any, _m: str = method, _o: Any = original, **kw: Any):
+            return counted(counts, f"{type(self).__name__}.{_m}", _o)(self, *args, **kw)
+
+        patch.setattr(BaseModel, method, by_class)
+    validate_json = BaseModel.model_validate_json.__func__  # type: ignore[attr-defined]
+
+    def parse(cls: type[BaseModel], *args: Any, **kwargs: Any) -> Any:
+        return counted(counts, f"{cls.__name__}.model_validate_json", validate_json)(
+            cls, *args, **kwargs
+        )
+
+    patch.setattr(BaseModel, "model_validate_json", classmethod(parse))
+    for method in ("dump_json", "validate_json", "dump_python"):
+        patch.setattr(
+            TypeAdapter, method, counted(counts, f"event.{method}", getattr(TypeAdapter, method))
+        )
+    patch.setattr(
+        InMemoryTaskStore, "publish", counted(counts, "publishes", InMemoryTaskStore.publish)
+    )
+
+
+async def work_of_a_streamed_turn(chunks: int, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
-    model_copy, publish = BaseModel.model_copy, InMemoryTaskStore.publish
-
-    def counting_copy(self: BaseModel, *args: Any, **kwargs: Any) -> BaseModel:
-        counts[f"copy {type(self).__name__}"] += 1
-        counts["copies"] += 1
-        return model_copy(self, *args, **kwargs)
-
-    async def counting_publish(self: InMemoryTaskStore, *args: Any, **kwargs: Any) -> int:
-        counts["publishes"] += 1
-        return await publish(self, *args, **kwargs)
-
-    with monkeypatch.context() as patch:
-        patch.setattr(BaseModel, "model_copy", counting_copy)
-        patch.setattr(InMemoryTaskStore, "publish", counting_publish)
-        stores = Stores()
-        runner = stores.runner(make_loop(ScriptedModel(chunks=chunks)), holder="process-1")  # type: ignore[arg-type]
-        try:
-            task = await stores.submit(runner)
-            await stores.journal_until_end(task.id)
-        finally:
-            await runner.shutdown()
+    app = create_app(Settings(), llm=ScriptedModel(chunks=chunks))  # type: ignore[arg-type]
+    body = {
+        "jsonrpc": "2.0",
+        "id": 1,
+        "method": "SendStreamingMessage",
+        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
+    }
+    transport = httpx.ASGITransport(app=app)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
+    ):
+        with monkeypatch.context() as patch:
+            instrument(patch, counts)
+            reply = await client.post("/", json=body, headers={"A2A-Version": "1.0"})
+    events = [json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:")]
+    assert len(events) == chunks + 3, reply.text  # the task, working, the chunks, completed
+    assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
+    answer = "".join(
+        event["result"]["artifactUpdate"]["artifact"]["parts"][0]["text"]
+        for event in events
+        if "artifactUpdate" in event["result"]
+    )
+    assert answer == "".join(ScriptedModel(chunks=chunks)._chunks)  # type: ignore[attr-defined]
     return counts
 
 
-async def test_a_chunk_costs_one_publish_and_no_task_copy(monkeypatch: pytest.MonkeyPatch) -> None:
-    short = await work_of_a_turn(SHORT, monkeypatch)
-    long = await work_of_a_turn(LONG, monkeypatch)
-    extra_chunks = LONG - SHORT
-    assert long["publishes"] - short["publishes"] == extra_chunks, (short, long)
-    assert long["copy Task"] == short["copy Task"], "the whole task is copied per chunk"
-    # A chunk's event is copied into the journal and out to its reader: two small copies.
-    assert long["copies"] - short["copies"] <= 2 * extra_chunks, (short, long)
+async def test_a_streamed_chunk_costs_one_publish_and_one_serialization(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    short = await work_of_a_streamed_turn(SHORT, monkeypatch)
+    long = await work_of_a_streamed_turn(LONG, monkeypatch)
+    extra = Counter({name: long[name] - short[name] for name in long | short})
+    assert extra["publishes"] == EXTRA, (short, long)
+    assert extra["whole task"] == 0, f"the whole task is handled per chunk: {extra}"
+    assert extra["event.dump_json"] == EXTRA, f"an event is serialized more than once: {extra}"
+    parsed_or_copied = {
+        name: count for name, count in extra.items() if ("validate" in name or "copy" in name)
+    }
+    assert not any(parsed_or_copied.values()), f"chunks are parsed or copied: {extra}"
+    other = {
+        name: count
+        for name, count in extra.items()
+        if count and name not in ("publishes", "event.dump_json")
+    }
+    assert not other, f"more work per chunk than one publish and one serialization: {other}"

@@ -1,0 +1,217 @@
+"""Load generators of the side-by-side bench: wrk for request/response (C, so the client costs
+the servers little of the machine's two cores) and a small asyncio HTTP/1.1 client for streams
+(first-event latency and events/s need every event timed, which wrk cannot do) and for holding
+thousands of idle streams open.
+
+Both speak raw A2A 1.0 JSON-RPC at `/`, which our server and the official SDK's both serve.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import json
+import re
+import subprocess
+import tempfile
+import time
+import uuid
+from dataclasses import dataclass
+from pathlib import Path
+from urllib.parse import urlsplit
+
+_SEND_LUA = r"""
+local counter, tid, threads = 0, 0, {}
+failures = 0
+setup = function(thread)
+  tid = tid + 1; thread:set("tid", tid); table.insert(threads, thread)
+end
+request = function()
+  counter = counter + 1
+  local body = '{"jsonrpc":"2.0","id":1,"method":"%METHOD%","params":%PARAMS%}'
+  body = string.gsub(body, "MSGID", "w" .. tostring(tid) .. "-" .. counter)
+  return wrk.format("POST", "/", {["Content-Type"]="application/json", ["A2A-Version"]="1.0"}, body)
+end
+response = function(status, headers, body)
+  if status ~= 200 or not string.find(body, "%EXPECT%", 1, true) then failures = failures + 1 end
+end
+done = function(summary, latency, requests)
+  local failed = summary.errors.connect + summary.errors.read + summary.errors.write
+    + summary.errors.timeout
+  for _, thread in ipairs(threads) do failed = failed + thread:get("failures") end
+  io.write(string.format("RESULT %d %d %d %d %d\n", summary.requests, failed,
+    latency:percentile(50), latency:percentile(99), summary.duration))
+end
+"""
+
+
+@dataclass(frozen=True)
+class Rate:
+    per_s: float
+    p50_ms: float
+    p99_ms: float
+    failures: int
+
+
+def send_params(text: str = "hi", **extra: object) -> dict[str, object]:
+    message = {"messageId": "MSGID", "role": "ROLE_USER", "parts": [{"text": text}]}
+    return {"message": message, **extra}
+
+
+def wrk(
+    url: str,
+    *,
+    method: str,
+    params: dict[str, object],
+    expect: str,
+    concurrency: int,
+    seconds: float,
+) -> Rate:
+    """`concurrency` connections (one wrk thread) sending `method` for `seconds`; a reply
+    without `expect` in its body counts as a failure (and still in the rate: read both)."""
+    script = (
+        _SEND_LUA.replace("%METHOD%", method)
+        .replace("%PARAMS%", json.dumps(params, separators=(",", ":")))
+        .replace("%EXPECT%", expect)
+    )
+    with tempfile.NamedTemporaryFile("w", suffix=".lua", delete=False) as file:
+        file.write(script)
+    try:
+        out = subprocess.run(
+            [
+                "wrk",
+                "-t1",
+                f"-c{concurrency}",
+                f"-d{seconds}s",
+                "--timeout",
+                "30s",
+                "-s",
+                file.name,
+                url,
+            ],
+            capture_output=True,
+            text=True,
+            check=True,
+            timeout=seconds + 60,
+        ).stdout
+    finally:
+        Path(file.name).unlink()
+    match = re.search(r"RESULT (\d+) (\d+) (\d+) (\d+) (\d+)", out)
+    if match is None:
+        raise RuntimeError(f"wrk printed no result: {out}")
+    requests, failures, p50_us, p99_us, duration_us = map(int, match.groups())
+    return Rate(requests / (duration_us / 1e6), p50_us / 1000, p99_us / 1000, failures)
+
+
+def rpc_body(method: str, params: dict[str, object]) -> bytes:
+    text = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params})
+    return text.replace("MSGID", uuid.uuid4().hex).encode()
+
+
+def _request(url: str, body: bytes) -> bytes:
+    host = urlsplit(url).netloc
+    return (
+        f"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"Accept: text/event-stream\r\nA2A-Version: 1.0\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
+_END_OF_CHUNKED = b"\r\n0\r\n\r\n"
+
+
+async def _connect(url: str) -> tuple[asyncio.StreamReader, asyncio.StreamWriter]:
+    parts = urlsplit(url)
+    return await asyncio.open_connection(parts.hostname, parts.port, limit=1 << 20)
+
+
+@dataclass
+class StreamFigures:
+    events: int
+    seconds: float
+    first_event_s: list[float]
+    failures: int
+
+    @property
+    def events_per_s(self) -> float:
+        return self.events / self.seconds
+
+
+async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi") -> StreamFigures:
+    """`concurrency` workers, each on one keep-alive connection, sending SendStreamingMessage and
+    reading each stream to its end for `seconds`: events received and each first event's wait."""
+    figures = StreamFigures(0, seconds, [], 0)
+    stop = time.monotonic() + seconds
+
+    async def worker() -> None:
+        reader, writer = await _connect(url)
+        try:
+            while time.monotonic() < stop:
+                began = time.monotonic()
+                writer.write(_request(url, rpc_body("SendStreamingMessage", send_params(text))))
+                received, first = b"", None
+                while not received.endswith(_END_OF_CHUNKED):
+                    chunk = await reader.read(1 << 16)
+                    if not chunk:
+                        raise ConnectionError("the server closed the stream")
+                    received += chunk
+                    if first is None and b"data:" in received:
+                        first = time.monotonic() - began
+                events = received.count(b"\ndata:") + received.count(b"\r\ndata:")
+                if (
+                    first is None
+                    or b"COMPLETED" not in received
+                    or not received.startswith(b"HTTP/1.1 200")
+                ):
+                    figures.failures += 1
+                    continue
+                figures.first_event_s.append(first)
+                figures.events += events
+        finally:
+            writer.close()
+
+    await asyncio.gather(*(worker() for _ in range(concurrency)))
+    return figures
+
+
+async def hold_idle_streams(
+    url: str, *, count: int, task_id: str, opened: asyncio.Event, release: asyncio.Event
+) -> int:
+    """Open `count` SubscribeToTask streams on a task that stays working, wait for each one's
+    first event, set `opened`, hold them until `release`. Returns the streams that failed."""
+    failures = 0
+    body = rpc_body("SubscribeToTask", {"id": task_id})
+    ready = 0
+    all_ready = asyncio.Event()
+
+    async def one() -> None:
+        nonlocal failures, ready
+        try:
+            reader, writer = await _connect(url)
+        except OSError:
+            failures += 1
+            return
+        try:
+            writer.write(_request(url, body))
+            received = b""
+            while b"data:" not in received:
+                chunk = await asyncio.wait_for(reader.read(1 << 16), 60)
+                if not chunk:
+                    raise ConnectionError("closed")
+                received += chunk
+            if not received.startswith(b"HTTP/1.1 200"):
+                raise ConnectionError(received[:200].decode(errors="replace"))
+        except (OSError, ConnectionError, TimeoutError):
+            failures += 1
+            writer.close()
+            return
+        finally:
+            ready += 1
+            if ready == count:
+                all_ready.set()
+        await release.wait()
+        writer.close()
+
+    holders = [asyncio.create_task(one()) for _ in range(count)]
+    await all_ready.wait()
+    opened.set()
+    await asyncio.gather(*holders)
+    return failures
