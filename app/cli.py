@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agent.hooks import HookLoadError
 from agent.tools import ToolLoadError
 from app.auth import AuthConfigurationError
-from app.connections import with_header_timeout
+from app.connections import with_limits
 from app.drain import Drain
 from app.logs import configure_logging
 from app.main import create_app
@@ -60,7 +60,7 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         # Connections get three quarters of the grace; the rest is for the lifespan's hand-over
         # of running turns, so the process is gone within A2A_SHUTDOWN_GRACE_S.
         timeout_graceful_shutdown=max(1, int(settings.a2a_shutdown_grace_s * 0.75)),
-        http=with_header_timeout(settings.a2a_header_timeout_s),
+        http=with_limits(settings.a2a_header_timeout_s, settings.a2a_max_header_bytes),
         timeout_keep_alive=settings.a2a_keep_alive_timeout_s,
         h11_max_incomplete_event_size=settings.a2a_max_header_bytes,
         limit_concurrency=settings.a2a_max_connections,

@@ -1,11 +1,15 @@
-"""Connection limits of the HTTP server: a deadline on request headers.
+"""Connection limits of the HTTP server: a deadline on request headers and a cap on their size.
 
 uvicorn closes an idle keep-alive connection (`timeout_keep_alive`) and caps concurrent
-connections (`limit_concurrency`: 503 beyond) and the size of incomplete headers
-(`h11_max_incomplete_event_size`: 400 beyond), but a connection that sends half a request line and
-then nothing stays open for ever: enough of them exhaust the file descriptors. This protocol closes
-a connection whose request line and headers are not complete within `header_timeout_s` of the
-connection (or of the first byte of a keep-alive connection's next request).
+connections (`limit_concurrency`: 503 beyond), but a connection that sends half a request line and
+then nothing stays open for ever: enough of them exhaust the file descriptors. These protocols
+close a connection whose request line and headers are not complete within `header_timeout_s` of
+the connection (or of the first byte of a keep-alive connection's next request), and answer 400
+to headers larger than `max_header_bytes`.
+
+Two parsers: httptools (C, llhttp), the one served when installed (it is a runtime dependency:
+the profile of a GetTask showed h11's pure-Python parsing and writing at a third of the request's
+time), and h11, the fallback, whose own `h11_max_incomplete_event_size` caps the headers.
 """
 
 from __future__ import annotations
@@ -15,6 +19,11 @@ from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+try:
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+except ImportError:  # httptools is not installed: h11 serves
+    HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
 
 class HeaderDeadlineProtocol(H11Protocol):
@@ -53,8 +62,77 @@ class HeaderDeadlineProtocol(H11Protocol):
             self.transport.close()
 
 
-def with_header_timeout(timeout_s: float) -> type[HeaderDeadlineProtocol]:
-    """The protocol class uvicorn instantiates per connection, with this deadline."""
+if HttpToolsProtocol is not None:
+
+    class FastHeaderDeadlineProtocol(HttpToolsProtocol):  # type: ignore[misc,valid-type]
+        """httptools with the header deadline and the header size cap (llhttp has no cap)."""
+
+        header_timeout_s: ClassVar[float] = 10.0
+        max_header_bytes: ClassVar[int] = 16384
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            self._header_timer: asyncio.TimerHandle | None = None
+            self._awaiting_headers = True
+            self._header_bytes = 0
+
+        def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
+            super().connection_made(transport)
+            self._arm()
+
+        def data_received(self, data: bytes) -> None:
+            if self._awaiting_headers:
+                self._header_bytes += len(data)
+            super().data_received(data)
+            # Every byte so far belongs to headers still incomplete: they are too large.
+            if (
+                self._awaiting_headers
+                and self._header_bytes > self.max_header_bytes
+                and not self.transport.is_closing()
+            ):
+                self.send_400_response("Request headers are too large.")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._header_timer is None:
+                self._arm()  # the first byte of the next request on a keep-alive connection
+
+        def on_headers_complete(self) -> None:
+            self._awaiting_headers = False
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._awaiting_headers, self._header_bytes = True, 0
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if self._awaiting_headers and not self.transport.is_closing():
+                self.transport.close()
+
+
+def with_limits(timeout_s: float, max_header_bytes: int) -> type[asyncio.Protocol]:
+    """The protocol class uvicorn instantiates per connection, with these limits: httptools when
+    installed, else h11 (whose cap uvicorn sets from `h11_max_incomplete_event_size`)."""
+    if HttpToolsProtocol is not None:
+        return type(
+            "FastHeaderDeadlineProtocol",
+            (FastHeaderDeadlineProtocol,),
+            {"header_timeout_s": timeout_s, "max_header_bytes": max_header_bytes},
+        )
     return type(
         "HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": timeout_s}
     )

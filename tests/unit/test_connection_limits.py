@@ -1,5 +1,6 @@
 """Connection limits on real sockets: slow headers are cut off, oversized headers get 400, and
-beyond A2A_MAX_CONNECTIONS the server answers 503 instead of piling connections up."""
+beyond A2A_MAX_CONNECTIONS the server answers 503 instead of piling connections up. With both
+HTTP parsers: httptools (served when installed, as it is in the image) and h11 (the fallback)."""
 
 from __future__ import annotations
 
@@ -12,6 +13,7 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
+from app import connections
 from app.cli import server_config
 from app.main import create_app
 from app.settings import Settings
@@ -23,8 +25,8 @@ HEADER_TIMEOUT_S = 1.0
 MAX_CONNECTIONS = 3
 
 
-@pytest.fixture(scope="module")
-def port() -> Iterator[int]:
+@pytest.fixture(scope="module", params=["httptools", "h11"])
+def port(request: pytest.FixtureRequest) -> Iterator[int]:
     settings = Settings(
         a2a_port=free_port(),
         a2a_header_timeout_s=HEADER_TIMEOUT_S,
@@ -32,7 +34,15 @@ def port() -> Iterator[int]:
         a2a_max_header_bytes=4096,
         log_level="warning",
     )
-    server = uvicorn.Server(server_config(create_app(settings), settings))
+    with pytest.MonkeyPatch.context() as patch:
+        if request.param == "h11":
+            patch.setattr(connections, "HttpToolsProtocol", None)
+        config = server_config(create_app(settings), settings)
+    assert config.http.__name__ == {  # type: ignore[union-attr]
+        "httptools": "FastHeaderDeadlineProtocol",
+        "h11": "HeaderDeadlineProtocol",
+    }[request.param]
+    server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
     deadline = time.monotonic() + 20
