@@ -215,6 +215,13 @@ class TaskRunner:
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]
 
+    async def until_local_turn_ends(self, task_id: str, *, owner: str) -> None:
+        """Wait until the task's turn running in this process (if any) is over here: finished,
+        suspended, cancelled, or gone to another process. Waiting does not affect the turn."""
+        running = self._running.get((owner, task_id))
+        if running is not None:
+            await asyncio.wait([running[0]])
+
     def leased(self) -> list[tuple[TaskRef, str]]:
         """The turns running here that hold their lease, with their holder (the ones to renew)."""
         return [

@@ -64,7 +64,7 @@ class HeaderDeadlineProtocol(H11Protocol):
 
 if HttpToolsProtocol is not None:
 
-    class FastHeaderDeadlineProtocol(HttpToolsProtocol):  # type: ignore[misc,valid-type]
+    class FastHeaderDeadlineProtocol(HttpToolsProtocol):
         """httptools with the header deadline and the header size cap (llhttp has no cap)."""
 
         header_timeout_s: ClassVar[float] = 10.0

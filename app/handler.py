@@ -364,7 +364,16 @@ class RequestHandler:
         self, task_id: str, *, owner: str, after: int, until_drain: bool = False
     ) -> None:
         """Wait until the task ends or waits for input (read from the journal, not polled);
-        with `until_drain`, or until this server starts draining."""
+        with `until_drain`, or until this server starts draining.
+
+        A turn running in this process is waited for without reading its journal (a blocking
+        send would otherwise cost a store read per event); once it is over here, the journal
+        says how it ended, in one read, or is followed if it went on elsewhere."""
+        local_turn = self._runner.until_local_turn_ends(task_id, owner=owner)
+        if not until_drain:
+            await local_turn
+        elif await self._drain.unless_drained(local_turn) is DRAINED:
+            return
         async for _ in self._tail(
             task_id, owner=owner, after=after, at_interrupt=True, until_drain=until_drain
         ):
@@ -373,12 +382,13 @@ class RequestHandler:
     async def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
     ) -> AsyncGenerator[JournalEntry, None]:
-        first = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
-        yield first
-        if ends_stream(first.state, at_interrupt=at_interrupt):
+        task_id, position, state = record.task.id, record.position, record.task.status.state
+        yield JournalEntry(position=position, event=TaskSnapshot(task=record.task))
+        del record  # an idle stream holds no copy of the task
+        if ends_stream(state, at_interrupt=at_interrupt):
             return
         async for entry in self._tail(
-            record.task.id, owner=owner, after=record.position, at_interrupt=at_interrupt
+            task_id, owner=owner, after=position, at_interrupt=at_interrupt
         ):
             yield entry
 
@@ -404,6 +414,13 @@ class RequestHandler:
             entries = await (self._drain.unless_drained(read) if until_drain and block_s else read)
             if entries is DRAINED:
                 return
+            if not entries:
+                if await self._over_meanwhile(
+                    task_id, owner=owner, after=after, at_interrupt=at_interrupt
+                ):
+                    return
+                block_s = self._read_block_s
+                continue
             for entry in entries:
                 yield entry
                 after = entry.position
@@ -411,15 +428,19 @@ class RequestHandler:
                     return
                 if until_drain and self._drain.started:
                     return
-            if not entries:
-                record = await self._tasks.get(task_id, owner=owner)
-                if record is None:
-                    return  # expired while we waited
-                if record.position <= after and ends_stream(
-                    record.task.status.state, at_interrupt=at_interrupt
-                ):
-                    return
-                block_s = self._read_block_s
+            del entry, entries  # a reader waiting for more holds nothing it has passed on
+
+    async def _over_meanwhile(
+        self, task_id: str, *, owner: str, after: int, at_interrupt: bool
+    ) -> bool:
+        """Whether a reader at `after` that found nothing new is done: the task expired, or its
+        snapshot (no newer than `after`) says it ended."""
+        record = await self._tasks.get(task_id, owner=owner)
+        if record is None:
+            return True  # expired while we waited
+        return record.position <= after and ends_stream(
+            record.task.status.state, at_interrupt=at_interrupt
+        )
 
 
 class EntryStream:

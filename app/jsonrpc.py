@@ -30,7 +30,7 @@ from app.errors import (
 from app.json_body import check_depth, check_json_media_type, parse_json
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject, Operations
-from app.sse import dumps, event_stream
+from app.sse import dumps, event_stream, frame
 from app.wire_v1 import render_entry
 
 logger = logging.getLogger(__name__)
@@ -239,6 +239,6 @@ class JsonRpcBinding:
         return event_stream(
             entries,
             render=lambda entry: head + render_entry(entry) + b"}",
-            render_error=lambda error: {"data": dumps(error_payload(request_id, error))},
+            render_error=lambda error: frame(dumps(error_payload(request_id, error)).encode()),
             metrics=self._metrics,
         )

@@ -257,7 +257,9 @@ def create_app(
     operations = Operations(handler, limits=RequestLimits.from_settings(settings))
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
-    app.add_api_route("/", jsonrpc, methods=["POST"], include_in_schema=False)
+    # A plain Starlette route, like the REST binding's: the binding reads the request itself,
+    # and FastAPI's dependency machinery cost time per request and memory per open stream.
+    app.add_route("/", jsonrpc.__call__, methods=["POST"], include_in_schema=False)
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).

@@ -30,7 +30,7 @@ from app.json_body import check_depth, check_json_media_type, parse_json
 from app.jsonrpc import check_version, error_payload
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject, Operations
-from app.sse import dumps, event_stream
+from app.sse import dumps, event_stream, frame
 from app.wire_v1 import render_entry
 
 logger = logging.getLogger(__name__)
@@ -248,6 +248,6 @@ class RestBinding:
         return event_stream(
             entries,
             render=render_entry,
-            render_error=lambda error: {"event": "error", "data": dumps(error_body(error))},
+            render_error=lambda error: frame(dumps(error_body(error)).encode(), event="error"),
             metrics=self._metrics,
         )

@@ -155,7 +155,7 @@ async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi
                     received += chunk
                     if first is None and b"data:" in received:
                         first = time.monotonic() - began
-                events = received.count(b"\ndata:") + received.count(b"\r\ndata:")
+                events = received.count(b"\ndata:")  # each event starts a line
                 if (
                     first is None
                     or b"COMPLETED" not in received

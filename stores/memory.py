@@ -226,7 +226,8 @@ class InMemoryTaskStore(TaskStore):
             return []
         if stored.position <= after and timeout_s > 0:
             try:
-                await asyncio.wait_for(stored.arrived.wait(), timeout_s)
+                async with asyncio.timeout(timeout_s):  # no task per wait, as wait_for makes
+                    await stored.arrived.wait()
             except TimeoutError:
                 return []
         return [stored_entry(position, raw) for position, raw in stored.journal if position > after]

@@ -38,10 +38,8 @@ def port(request: pytest.FixtureRequest) -> Iterator[int]:
         if request.param == "h11":
             patch.setattr(connections, "HttpToolsProtocol", None)
         config = server_config(create_app(settings), settings)
-    assert config.http.__name__ == {  # type: ignore[union-attr]
-        "httptools": "FastHeaderDeadlineProtocol",
-        "h11": "HeaderDeadlineProtocol",
-    }[request.param]
+    expected = {"httptools": "FastHeaderDeadlineProtocol", "h11": "HeaderDeadlineProtocol"}
+    assert config.http.__name__ == expected[request.param]  # type: ignore[union-attr]
     server = uvicorn.Server(config)
     thread = threading.Thread(target=server.run, daemon=True)
     thread.start()
