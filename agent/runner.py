@@ -26,9 +26,9 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import itertools
 import logging
 import time
-import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 
@@ -54,6 +54,10 @@ from stores.codec import copy_task
 from stores.models import ChatMessage, Message, Task, TaskState
 
 logger = logging.getLogger(__name__)
+
+
+# Each use of a lease is a holder of its own: the process's name and a number unique in the process.
+_LEASE_USES = itertools.count(1)
 
 
 class LeaseTaken(Exception):
@@ -141,7 +145,7 @@ class TaskRunner:
         Each use is a holder of its own (this process's name and a nonce), so two requests in one
         process compete for a lease exactly as two processes do.
         """
-        holder = f"{self.holder}/{uuid.uuid4().hex[:8]}"
+        holder = f"{self.holder}/{next(_LEASE_USES)}"
         epoch = await self.leases.acquire(
             task_id, owner=owner, holder=holder, ttl_s=self.lease_ttl_s
         )
@@ -215,12 +219,15 @@ class TaskRunner:
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]
 
-    async def until_local_turn_ends(self, task_id: str, *, owner: str) -> None:
+    async def until_local_turn_ends(self, task_id: str, *, owner: str) -> bool:
         """Wait until the task's turn running in this process (if any) is over here: finished,
-        suspended, cancelled, or gone to another process. Waiting does not affect the turn."""
+        suspended, cancelled, or gone to another process. Waiting does not affect the turn.
+        False if no turn of the task was running here."""
         running = self._running.get((owner, task_id))
-        if running is not None:
-            await asyncio.wait([running[0]])
+        if running is None:
+            return False
+        await asyncio.wait([running[0]])
+        return True
 
     def leased(self) -> list[tuple[TaskRef, str]]:
         """The turns running here that hold their lease, with their holder (the ones to renew)."""

@@ -101,15 +101,16 @@ class RequestHandler:
             return (await self._begin(request, owner=owner)).task
         with self._streams.held(owner):
             record = await self._begin(request, owner=owner)
-            await self._until_settled(
+            settled = await self._until_settled(
                 record.task.id, owner=owner, after=record.position, until_drain=True
             )
-        try:
-            settled = await self._tasks.get(record.task.id, owner=owner)
-        except StoreUnavailable:
-            if not self._drain.started:
-                raise
-            settled = None  # on the way out: what we know beats an error without the task id
+        if settled is None:
+            try:
+                settled = await self._tasks.get(record.task.id, owner=owner)
+            except StoreUnavailable:
+                if not self._drain.started:
+                    raise
+                # on the way out: what we know beats an error without the task id
         return settled.task if settled is not None else record.task
 
     async def stream_message(
@@ -362,22 +363,28 @@ class RequestHandler:
 
     async def _until_settled(
         self, task_id: str, *, owner: str, after: int, until_drain: bool = False
-    ) -> None:
+    ) -> TaskRecord | None:
         """Wait until the task ends or waits for input (read from the journal, not polled);
         with `until_drain`, or until this server starts draining.
 
         A turn running in this process is waited for without reading its journal (a blocking
-        send would otherwise cost a store read per event); once it is over here, the journal
-        says how it ended, in one read, or is followed if it went on elsewhere."""
+        send would otherwise cost a store read per event); once it is over here, its snapshot
+        says how it ended (and is returned), or the journal is followed if it went on elsewhere.
+        None when the wait ended otherwise (drained, or the journal said it settled)."""
         local_turn = self._runner.until_local_turn_ends(task_id, owner=owner)
-        if not until_drain:
-            await local_turn
-        elif await self._drain.unless_drained(local_turn) is DRAINED:
-            return
+        ran_here = await (self._drain.unless_drained(local_turn) if until_drain else local_turn)
+        if ran_here is DRAINED:
+            return None
+        if ran_here:
+            snapshot = await self._tasks.get(task_id, owner=owner)
+            if snapshot is None or ends_stream(snapshot.task.status.state, at_interrupt=True):
+                return snapshot
+            after = max(after, snapshot.position)  # it went on elsewhere: follow it from here
         async for _ in self._tail(
             task_id, owner=owner, after=after, at_interrupt=True, until_drain=until_drain
         ):
             pass
+        return None
 
     async def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
