@@ -282,18 +282,20 @@ class TurnPublisher:
         self, turn: Turn, text: str, *, last: bool, snapshot: Task | None = None
     ) -> None:
         task = turn.task
-        # Built without validation (model_construct): every field is ours and of its type, and
-        # this runs once per streamed chunk, where validation showed in the profile.
-        update = ArtifactUpdate.model_construct(
-            task_id=task.id,
-            context_id=task.context_id,
-            artifact=Artifact.model_construct(
-                artifact_id=turn.artifact_id,
-                name=ANSWER_ARTIFACT_NAME,
-                parts=[Part.model_construct(text=text)],
-            ),
-            append=turn.chunks_sent > 0,
-            last_chunk=last,
+        # Validated from one dict (pydantic-core does it in one pass): this runs once per
+        # streamed chunk; nested constructors cost half as much again, model_construct twice.
+        update = ArtifactUpdate.model_validate(
+            {
+                "task_id": task.id,
+                "context_id": task.context_id,
+                "artifact": {
+                    "artifact_id": turn.artifact_id,
+                    "name": ANSWER_ARTIFACT_NAME,
+                    "parts": [{"text": text}],
+                },
+                "append": turn.chunks_sent > 0,
+                "last_chunk": last,
+            }
         )
         turn.chunks_sent += 1
         await self._publish(turn, update, snapshot)

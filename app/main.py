@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import asyncio
+import gc
 import logging
 import os
 import socket
@@ -297,7 +298,8 @@ def create_app(
 
 
 async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
-    """Load the model adapter (LiteLLM's slow import) off the request path."""
+    """Load the model adapter (LiteLLM's slow import) off the request path, then take what the
+    process loaded out of the garbage collector's reach."""
     warm_up = getattr(llm, "warm_up", None)
     if warm_up is not None:
         try:
@@ -305,4 +307,15 @@ async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
         except Exception:
             logger.exception("model adapter failed to load")
             return
+    _freeze_loaded_objects()
     ready.set()
+
+
+def _freeze_loaded_objects() -> None:
+    """Move every object alive now (modules, classes, pydantic schemas: what startup and the
+    model adapter loaded, and what lives as long as the process) to the collector's permanent
+    generation, once per process. Full collections otherwise walk them all, again and again: in
+    the bench they were the latency tail (SendMessage c=1 p99 38 ms -> 2-20 ms, p50 1.3 ms)."""
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
