@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test lint lock clean
+.PHONY: install run test lint lock clean interop-venv
 
 install: $(STAMP)
 
@@ -21,7 +21,19 @@ $(STAMP): pyproject.toml requirements.lock
 run: install
 	$(BIN)/a2a-server
 
-test: install
+# A real A2A 0.3 client (a2a-sdk 0.3.x) cannot share the venv with the 1.x SDK: it gets its own,
+# hash-locked like the main one (tests/e2e/test_sdk03_client.py runs it against the server).
+SDK03 := .venv-a2a03
+SDK03_LOCK := tests/e2e/sdk03/requirements.lock
+
+interop-venv: $(SDK03)/.installed
+
+$(SDK03)/.installed: $(SDK03_LOCK)
+	$(PYTHON) -m venv $(SDK03)
+	$(SDK03)/bin/python -m pip install --quiet --require-hashes -r $(SDK03_LOCK)
+	touch $@
+
+test: install interop-venv
 	$(BIN)/python -m pytest
 
 lint: install
@@ -36,6 +48,8 @@ lock: install
 	$(BIN)/python -m uv pip compile requirements-runtime.in -o requirements-runtime.lock \
 		--python-version 3.11 --generate-hashes --no-emit-package a2a-agent-server \
 		-c requirements.lock
+	$(BIN)/python -m uv pip compile tests/e2e/sdk03/requirements.in -o $(SDK03_LOCK) \
+		--python-version 3.11 --generate-hashes
 
 clean:
-	rm -rf $(VENV) build *.egg-info .pytest_cache
+	rm -rf $(VENV) $(SDK03) build *.egg-info .pytest_cache

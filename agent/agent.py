@@ -6,6 +6,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from functools import partial
 
+from agent.client_tools import ClientTool
 from agent.events import AgentEvent, MessagesCommitted
 from agent.hooks import TurnContext
 from agent.loop import AgentLoop
@@ -31,7 +32,13 @@ class Agent:
         self._messages = messages
         self._history_max_messages = history_max_messages
 
-    async def start_turn(self, turn: TurnContext, user_message: ChatMessage) -> LoopState:
+    async def start_turn(
+        self,
+        turn: TurnContext,
+        user_message: ChatMessage,
+        *,
+        client_tools: list[ClientTool] | None = None,
+    ) -> LoopState:
         """Commit the user message and build the turn's starting state."""
         # Only the window is read: starting a turn costs the same however long the conversation.
         history = await self._messages.window(
@@ -40,7 +47,10 @@ class Agent:
         await self._messages.append(
             turn.context_id, [user_message], owner=turn.owner, unit_id=f"{turn.task_id}:user"
         )
-        return LoopState(conversation=[*starts_on_boundary(history), user_message])
+        return LoopState(
+            conversation=[*starts_on_boundary(history), user_message],
+            client_tools=client_tools or [],
+        )
 
     async def run(self, turn: TurnContext, state: LoopState) -> AsyncIterator[AgentEvent]:
         """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint)."""

@@ -2,8 +2,9 @@
 
 from __future__ import annotations
 
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from agent.client_tools import read_tool_results
 from agent.state import Awaiting
 from stores.models import Message
 
@@ -17,11 +18,18 @@ class Answer:
     text: str = ""
     approved: bool | None = None
     reason: str = ""
+    tool_results: dict[str, tuple[str, bool]] = field(default_factory=dict)
+    """client_tools: by call id, what the model reads and whether the call succeeded."""
 
 
 def read_answer(awaiting: Awaiting, message: Message) -> Answer:
     if awaiting.kind == "ask_user":
         return Answer(text=message.text())
+    if awaiting.kind == "client_tools":
+        try:
+            return Answer(tool_results=read_tool_results(message, awaiting.calls))
+        except ValueError as exc:
+            raise AnswerRejected(str(exc)) from exc
     for part in message.parts:
         if (
             "data" in part.model_fields_set

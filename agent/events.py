@@ -5,7 +5,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
-from stores.models import ChatMessage
+from stores.models import Artifact, ChatMessage
 
 if TYPE_CHECKING:
     from agent.state import Awaiting, LoopState
@@ -72,6 +72,14 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ArtifactProduced:
+    """A tool returned a file or data: an artifact of the task, for the client."""
+
+    artifact: Artifact
+    kind: Literal["artifact_produced"] = "artifact_produced"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class MessagesCommitted:
     """A complete unit of conversation (e.g. tool calls with all their results), to be stored."""
 
@@ -95,6 +103,8 @@ class TurnFailed:
     usage: Usage
     llm_calls: int
     tool_calls: int
+    rejected: bool = False
+    """The agent declined the task (a tool raised TaskRejected): REJECTED, not FAILED."""
     kind: Literal["turn_failed"] = "turn_failed"
 
 
@@ -122,6 +132,7 @@ AgentEvent = (
     | LLMCallFinished
     | ToolCallStarted
     | ToolCallFinished
+    | ArtifactProduced
     | MessagesCommitted
     | TurnCompleted
     | TurnFailed

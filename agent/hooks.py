@@ -18,7 +18,7 @@ from opentelemetry.context import Context
 from agent.events import TurnCompleted, TurnFailed
 from agent.llm import LLMRequest, LLMResponse
 from agent.tools import ToolResult
-from stores.models import ToolCall
+from stores.models import Message, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -30,6 +30,11 @@ class TurnContext:
     task_id: str
     trace: Context | None = field(default=None, compare=False)
     """The turn's trace context (its `agent.turn` span), parent of the turn's other spans."""
+    message_id: str | None = None
+    """The id of the client's message that started (or resumed) the turn."""
+    call_depth: int = 0
+    """How many agents deep this turn runs: 0 for a client's message; an agent calling another
+    agent sends its own depth + 1 (message metadata `a2aCallDepth`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -98,6 +103,12 @@ class Hooks:
         """Allow, deny (the model gets an error result saying why) or ask a human."""
         return None
 
+    async def reply_directly(self, owner: str, message: Message) -> str | None:
+        """Answer a message that starts no task with a Message instead of a Task: the reply's
+        text (no task is created, nothing runs), or None to run a turn as usual. For what needs
+        no work: a greeting, a refusal, a lookup the hook can answer itself."""
+        return None
+
 
 class HookFailed(Exception):
     """A hook raised and the failure mode is `fail`."""
@@ -160,6 +171,13 @@ class HookChain:
             if isinstance(approval, Approval):
                 return approval
         return Approval.allow()
+
+    async def reply_directly(self, owner: str, message: Message) -> str | None:
+        for hook in self.hooks:
+            reply = await self._call(hook, "reply_directly", owner, message)
+            if isinstance(reply, str):
+                return reply
+        return None
 
 
 class ApprovalRequired(Hooks):

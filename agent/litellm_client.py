@@ -16,7 +16,7 @@ from types import ModuleType
 from typing import Any
 
 from agent.events import Usage
-from agent.llm import LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -86,7 +86,7 @@ def _is_transient(exc: Exception) -> bool:
     return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
 
 
-class LiteLLMClient:
+class LiteLLMClient(LLMClient):
     def __init__(
         self,
         *,

@@ -104,7 +104,8 @@ class AgentLoop:
         control = {
             name for name, enabled in ((ASK_USER, ask_user_tool), (FINISH, finish_tool)) if enabled
         }
-        self._tool_schemas = toolbox.schemas() + [CONTROL_TOOLS[name] for name in sorted(control)]
+        self._toolbox = toolbox
+        self._control_schemas = [CONTROL_TOOLS[name] for name in sorted(control)]
         self._tool_round = ToolRound(
             toolbox,
             self._hooks,
@@ -134,13 +135,25 @@ class AgentLoop:
         yield outcome
 
     def resume(
-        self, state: LoopState, *, approved: bool | None = None, answer: str = "", reason: str = ""
+        self,
+        state: LoopState,
+        *,
+        approved: bool | None = None,
+        answer: str = "",
+        reason: str = "",
+        tool_results: dict[str, tuple[str, bool]] | None = None,
     ) -> None:
         """Record the client's answer to what the suspended turn awaits."""
         awaiting = state.awaiting
         assert awaiting is not None, "resume() needs a suspended turn"
         call = awaiting.call
-        if awaiting.kind == "ask_user":
+        if awaiting.kind == "client_tools":
+            for client_call in awaiting.calls:
+                content, ok = (tool_results or {})[client_call.id]
+                state.results[client_call.id] = SavedToolResult(
+                    call_id=client_call.id, name=client_call.name, content=content, ok=ok
+                )
+        elif awaiting.kind == "ask_user":
             state.results[call.id] = SavedToolResult(
                 call_id=call.id, name=call.name, content=answer, ok=True
             )
@@ -163,7 +176,8 @@ class AgentLoop:
                     async for event in self._tool_round.answer(state, turn):
                         yield event
                 except ToolRoundFailed as exc:
-                    raise _TurnEnded(self._failed(str(exc), state)) from exc
+                    failed = self._failed(str(exc), state, rejected=exc.rejected)
+                    raise _TurnEnded(failed) from exc
                 if state.awaiting is not None:
                     yield CheckpointReached(state=state.frozen_copy())
                     yield TurnSuspended(awaiting=state.awaiting)
@@ -215,12 +229,17 @@ class AgentLoop:
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
-        warm_up = getattr(self._llm, "warm_up", None)
-        if warm_up is not None:
-            await warm_up()  # the window lookup below needs the adapter loaded
+        await self._llm.warm_up()  # the window lookup below needs the adapter loaded
         messages = self._fit(messages)
         request = await self._hooks.before_llm_call(
-            turn, LLMRequest(messages=messages, tools=self._tool_schemas)
+            turn,
+            LLMRequest(
+                messages=messages,
+                tools=await self._toolbox.schemas_for(turn)
+                + [tool.tool_schema() for tool in state.client_tools]
+                + self._control_schemas,
+                turn=turn,
+            ),
         )
         first_text = True  # this call's text starts a new paragraph of the answer
         response: LLMResponse | None = None
@@ -254,10 +273,9 @@ class AgentLoop:
 
     def _fit(self, messages: list[dict[str, Any]]) -> list[dict[str, Any]]:
         """At most `max_messages`, and what fits the model's window when LiteLLM knows it."""
-        window_of = getattr(self._llm, "context_window", None)
-        count = getattr(self._llm, "count_tokens", None)
-        window = window_of() if window_of is not None else None
-        budget = window - output_reserve(window) if window and count is not None else None
+        window = self._llm.context_window()
+        budget = window - output_reserve(window) if window else None
+        count = self._llm.count_tokens if window else None
         return fit_to_window(messages, max_messages=self._max_messages, budget=budget, count=count)
 
     async def _completed(self, turn: TurnContext, state: LoopState) -> TurnCompleted:
@@ -277,10 +295,11 @@ class AgentLoop:
     def _usage(state: LoopState) -> Usage:
         return Usage(prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens)
 
-    def _failed(self, reason: str, state: LoopState) -> TurnFailed:
+    def _failed(self, reason: str, state: LoopState, *, rejected: bool = False) -> TurnFailed:
         return TurnFailed(
             reason=reason,
             usage=self._usage(state),
             llm_calls=state.iterations,
             tool_calls=state.tool_calls_made,
+            rejected=rejected,
         )

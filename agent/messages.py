@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import uuid
 
+from agent.client_tools import tool_calls_data
 from agent.state import Awaiting
 from stores.models import Message, Part, Role, Task
 
@@ -27,6 +28,8 @@ def question_message(task: Task, awaiting: Awaiting) -> Message:
     """The status message of an input-required task: what the client must answer."""
     if awaiting.kind == "ask_user":
         return text_message(task, awaiting.question)
+    if awaiting.kind == "client_tools":
+        return agent_message(task, [Part(data=tool_calls_data(awaiting.calls))])
     call = awaiting.call
     try:
         arguments = json.loads(call.arguments or "{}")

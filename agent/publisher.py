@@ -24,8 +24,10 @@ from dataclasses import dataclass, field
 from opentelemetry.context import Context
 from pydantic import BaseModel
 
+from agent.client_tools import ClientTool
 from agent.events import (
     AgentEvent,
+    ArtifactProduced,
     CheckpointReached,
     LLMCallFinished,
     LLMCallStarted,
@@ -48,6 +50,7 @@ from stores.models import (
     ArtifactUpdate,
     Message,
     Part,
+    Role,
     StatusUpdate,
     Task,
     TaskState,
@@ -88,14 +91,18 @@ class Turn:
     model_call_started: float | None = None  # monotonic time of the model call under way
     model_calls: int = 0
     tool_calls: int = 0
+    client_tools: list[ClientTool] = field(default_factory=list)  # declared with the message
 
     @property
     def context(self) -> TurnContext:
+        user = next((m for m in reversed(self.task.history) if m.role == Role.USER), None)
         return TurnContext(
             owner=self.owner,
             context_id=self.task.context_id,
             task_id=self.task.id,
             trace=self.trace,
+            message_id=user.message_id if user is not None else None,
+            call_depth=_call_depth(user),
         )
 
 
@@ -137,6 +144,8 @@ class TurnPublisher:
                 turn.tool_calls += 1
                 self.observer.on_tool_call(name, ok=ok)
                 await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+            case ArtifactProduced(artifact=artifact):
+                await self._produce(turn, artifact)
             case CheckpointReached(state=state):
                 await self._save_checkpoint(turn, state)
             case TurnSuspended(awaiting=awaiting):
@@ -150,14 +159,13 @@ class TurnPublisher:
                 await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
             case TurnCompleted():
                 await self._complete(turn, event)
-            case TurnFailed(reason=reason):
+            case TurnFailed(reason=reason, rejected=rejected):
                 if turn.model_call_started is not None:  # the model call under way failed
                     turn.model_calls += 1
                     self.observer.on_model_call(duration_s=_model_call_time(turn), ok=False)
                 turn.task.metadata = {**(turn.task.metadata or {}), "usage": _usage(event)}
-                await self.set_state(
-                    turn, TaskState.FAILED, reason, metadata={"usage": _usage(event)}
-                )
+                ended = TaskState.REJECTED if rejected else TaskState.FAILED
+                await self.set_state(turn, ended, reason, metadata={"usage": _usage(event)})
             case _:
                 pass
 
@@ -302,18 +310,30 @@ class TurnPublisher:
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task
-        task.artifacts.append(
-            Artifact(
-                artifact_id=turn.artifact_id,
-                name=ANSWER_ARTIFACT_NAME,
-                parts=[Part(text=event.answer)],
-            )
-        )
-        task.history.append(text_message(task, event.answer))
         task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
-        final_chunk, turn.held_chunk = turn.held_chunk or "", None
-        await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
+        if event.answer or turn.chunks_sent or turn.held_chunk:
+            task.artifacts.append(
+                Artifact(
+                    artifact_id=turn.artifact_id,
+                    name=ANSWER_ARTIFACT_NAME,
+                    parts=[Part(text=event.answer)],
+                )
+            )
+            task.history.append(text_message(task, event.answer))
+            final_chunk, turn.held_chunk = turn.held_chunk or "", None
+            await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
+        # else: no text at all (a tool's file was the answer): no empty answer artifact
         await self.set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
+
+    async def _produce(self, turn: Turn, artifact: Artifact) -> None:
+        """A tool's file or data, whole: one artifact update, and the snapshot that holds it."""
+        await self._flush(turn)
+        task = turn.task
+        task.artifacts.append(artifact)
+        update = ArtifactUpdate(
+            task_id=task.id, context_id=task.context_id, artifact=artifact, last_chunk=True
+        )
+        await self._publish(turn, update, task)
 
     async def _progress(self, turn: Turn, text: str) -> None:
         """A WORKING status update with a short message; not a state change, so no snapshot."""
@@ -330,6 +350,12 @@ class TurnPublisher:
 # uuid4's system call per event showed in the profile.
 _EVENT_ID_PREFIX = uuid.uuid4().hex
 _EVENT_IDS = (f"{_EVENT_ID_PREFIX}-{n}" for n in itertools.count())
+
+
+def _call_depth(message: Message | None) -> int:
+    """The depth an incoming message says it was sent at (metadata `a2aCallDepth`; 0 if none)."""
+    depth = (message.metadata or {}).get("a2aCallDepth") if message is not None else None
+    return depth if isinstance(depth, int) and depth >= 0 else 0
 
 
 def _model_call_time(turn: Turn) -> float:

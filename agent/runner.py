@@ -29,12 +29,13 @@ import contextlib
 import itertools
 import logging
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Callable
 from dataclasses import dataclass
 
 from agent.admission import Slots
 from agent.agent import Agent
 from agent.answers import read_answer
+from agent.client_tools import ClientTool
 from agent.observer import TurnObserver
 from agent.publisher import Turn, TurnCheckpoint, TurnPublisher
 from agent.state import LoopState
@@ -107,6 +108,8 @@ class TaskRunner:
         self.lease_ttl_s = lease_ttl_s
         self.slots = Slots(max_running_turns, what="running turns", per_key=max_turns_per_owner)
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
+        self.on_launch: Callable[[str, str], None] = lambda task_id, owner: None
+        """Called with each turn launched here (task id, owner): push delivery follows it."""
 
     @property
     def observer(self) -> TurnObserver:
@@ -158,9 +161,12 @@ class TaskRunner:
         user_message: Message,
         *,
         trace_carrier: Carrier | None = None,
+        client_tools: list[ClientTool] | None = None,
     ) -> None:
         """Run a new turn for the task (created inside `starting`) in the background."""
-        turn = self._turn(start, task, trace_carrier=trace_carrier or {})
+        turn = self._turn(
+            start, task, trace_carrier=trace_carrier or {}, client_tools=client_tools or []
+        )
         self._launch(start, turn, ChatMessage(role="user", content=user_message.text()))
 
     def launch_resumed(
@@ -209,7 +215,11 @@ class TaskRunner:
             raise NoCheckpoint(f"task {task.id!r} is not waiting for an answer")
         answer = read_answer(awaiting, message)
         self._agent.loop.resume(
-            checkpoint.loop, approved=answer.approved, answer=answer.text, reason=answer.reason
+            checkpoint.loop,
+            approved=answer.approved,
+            answer=answer.text,
+            reason=answer.reason,
+            tool_results=answer.tool_results,
         )
         await self._checkpoints.save(
             task.id, checkpoint.model_dump_json(), owner=owner, fence=fence
@@ -251,6 +261,7 @@ class TaskRunner:
         job = asyncio.create_task(self._run(turn, begin), name=f"turn-{turn.task.id}")
         self._running[key] = (job, turn)
         start.launched = True
+        self.on_launch(turn.task.id, turn.owner)
 
         def done(_: asyncio.Task[None]) -> None:
             # A suspended job can end after its successor (the resumed turn) took the key.
@@ -322,7 +333,9 @@ class TaskRunner:
             if isinstance(start, LoopState):
                 state = start
             else:
-                state = await self._agent.start_turn(turn.context, start)
+                state = await self._agent.start_turn(
+                    turn.context, start, client_tools=turn.client_tools
+                )
             async for event in self._agent.run(turn.context, state):
                 await self.publisher.on_event(turn, event)
         except asyncio.CancelledError:

@@ -11,7 +11,7 @@ import asyncio
 from collections.abc import AsyncIterator
 
 from agent.events import Usage
-from agent.llm import LLMRequest, LLMResponse, LLMText
+from agent.llm import LLMClient, LLMRequest, LLMResponse, LLMText
 
 SCRIPTED_MODEL_NAME = "scripted"
 CHUNK_CHARS = 20
@@ -22,7 +22,7 @@ def scripted_chunk(index: int) -> str:
     return f"chunk {index:04d} ".ljust(CHUNK_CHARS, ".")
 
 
-class ScriptedModel:
+class ScriptedModel(LLMClient):
     def __init__(self, *, chunks: int = 20, delay_ms: float = 0.0) -> None:
         self._chunks = [scripted_chunk(index) for index in range(chunks)]
         self._delay_s = delay_ms / 1000

@@ -10,6 +10,7 @@ from typing import Literal
 
 from pydantic import BaseModel, Field
 
+from agent.client_tools import ClientTool
 from stores.models import ChatMessage, ToolCall
 
 
@@ -23,9 +24,11 @@ class SavedToolResult(BaseModel):
 class Awaiting(BaseModel):
     """What the suspended turn waits for from the client."""
 
-    kind: Literal["ask_user", "approval"]
+    kind: Literal["ask_user", "approval", "client_tools"]
     call: ToolCall
     question: str = ""
+    calls: list[ToolCall] = Field(default_factory=list)
+    """client_tools: every call the client is to run (`call` is the first)."""
 
 
 class ToolFailureStreak(BaseModel):
@@ -51,6 +54,8 @@ class LoopState(BaseModel):
     awaiting: Awaiting | None = None
     finish_result: str | None = None
     failure_streaks: dict[str, ToolFailureStreak] = Field(default_factory=dict)
+    client_tools: list[ClientTool] = Field(default_factory=list)
+    """Tools the client declared for this task (it runs them; the turn waits for results)."""
 
     def frozen_copy(self) -> LoopState:
         """A copy sharing nothing with this state, made the way a checkpoint stores and loads

@@ -17,6 +17,7 @@ from opentelemetry.trace import StatusCode
 from agent.control_tools import ASK_USER, FINISH, arguments_of
 from agent.events import (
     AgentEvent,
+    ArtifactProduced,
     CheckpointReached,
     MessagesCommitted,
     ToolCallFinished,
@@ -24,6 +25,7 @@ from agent.events import (
 )
 from agent.hooks import HookChain, ReplaceArguments, SupplyResult, TurnContext
 from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak
+from agent.tool_outputs import TaskRejected
 from agent.tools import Toolbox, ToolResult
 from agent.tracing import start_span
 from stores.models import ChatMessage, ToolCall
@@ -31,7 +33,11 @@ from stores.models import ChatMessage, ToolCall
 
 class ToolRoundFailed(Exception):
     """The round ends the turn (a tool failed under AGENT_TOOL_FAILURE_MODE=fail, or the circuit
-    breaker tripped); the message says why."""
+    breaker tripped, or a tool rejected the task); the message says why."""
+
+    def __init__(self, message: str, *, rejected: bool = False) -> None:
+        super().__init__(message)
+        self.rejected = rejected
 
 
 class ToolRound:
@@ -53,8 +59,14 @@ class ToolRound:
     async def answer(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
         """Approvals first (a human may be asked), then run what is allowed, concurrently."""
         to_run: list[ToolCall] = []
+        client_names = {tool.name for tool in state.client_tools}
+        for_client = [
+            call
+            for call in state.pending_calls
+            if call.name in client_names and call.id not in state.results
+        ]
         for call in state.pending_calls:
-            if call.id in state.results:
+            if call.id in state.results or call in for_client:
                 continue
             if call.name == FINISH and FINISH in self._control:
                 result = str(arguments_of(call).get("result", ""))
@@ -89,6 +101,9 @@ class ToolRound:
             return
         async for event in self._run(to_run, state, turn):
             yield event
+        if for_client and state.awaiting is None:
+            # Ours have run; the client's wait for the client (the turn suspends).
+            state.awaiting = Awaiting(kind="client_tools", call=for_client[0], calls=for_client)
 
     async def _run(
         self, calls: list[ToolCall], state: LoopState, turn: TurnContext
@@ -117,7 +132,7 @@ class ToolRound:
             else:
                 if isinstance(decision, ReplaceArguments):
                     call = call.model_copy(update={"arguments": json.dumps(decision.arguments)})
-                result = await self._toolbox.execute(call)
+                result = await self._toolbox.execute(call, turn)
             return await self._hooks.after_tool_call(turn, call, result)
 
         def finished(result: ToolResult) -> None:
@@ -125,6 +140,8 @@ class ToolRound:
             state.results[result.call_id] = SavedToolResult(
                 call_id=result.call_id, name=result.name, content=result.content, ok=result.ok
             )
+            for artifact in result.artifacts:
+                events.put_nowait(ArtifactProduced(artifact=artifact))
             events.put_nowait(
                 ToolCallFinished(call_id=result.call_id, name=result.name, ok=result.ok)
             )
@@ -144,7 +161,10 @@ class ToolRound:
         try:
             while (event := await events.get()) is not None:
                 yield event
-            execution.result()
+            try:
+                execution.result()
+            except TaskRejected as exc:
+                raise ToolRoundFailed(str(exc), rejected=True) from exc
         finally:
             # A canceled turn must not leave its tools running in the background.
             execution.cancel()

@@ -17,9 +17,11 @@ from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
 from typing import Any
 
-from pydantic import ConfigDict, ValidationError, create_model
+from pydantic import ConfigDict, create_model
 
-from stores.models import ToolCall
+from agent.tool_outputs import TaskRejected, split_output
+from agent.tool_providers import FunctionToolProvider, ToolError, ToolProvider, ToolSpec
+from stores.models import Artifact, ToolCall
 
 logger = logging.getLogger(__name__)
 
@@ -36,6 +38,8 @@ class ToolResult:
     name: str
     content: str
     ok: bool
+    artifacts: tuple[Artifact, ...] = ()
+    """Files and data the tool returned (FileResult, DataResult), for the client."""
 
 
 class FunctionTool:
@@ -55,16 +59,12 @@ class FunctionTool:
         self.parameters.pop("title", None)
         self._is_async = inspect.iscoroutinefunction(function)
 
+    def spec(self) -> ToolSpec:
+        return ToolSpec(name=self.name, description=self.description, parameters=self.parameters)
+
     def schema(self) -> dict[str, Any]:
         """The OpenAI-style function description sent to the model."""
-        return {
-            "type": "function",
-            "function": {
-                "name": self.name,
-                "description": self.description,
-                "parameters": self.parameters,
-            },
-        }
+        return self.spec().schema()
 
     def validate(self, arguments: dict[str, Any]) -> dict[str, Any]:
         """Check arguments against the schema; raises ValidationError."""
@@ -143,25 +143,117 @@ def load_tool_functions(references: Iterable[str]) -> list[FunctionTool]:
 
 
 class Toolbox:
-    """The tools a turn may call, and how their calls are run."""
+    """The tools a turn may call, from every provider, and how their calls are run."""
 
     def __init__(
-        self, tools: Iterable[FunctionTool], *, concurrency: int = 5, timeout_s: float = 30.0
+        self,
+        tools: Iterable[FunctionTool] = (),
+        *,
+        providers: Iterable[ToolProvider] = (),
+        concurrency: int = 5,
+        timeout_s: float = 30.0,
     ) -> None:
-        self._tools: dict[str, FunctionTool] = {}
-        for tool in tools:
-            if tool.name in self._tools:
-                raise ToolLoadError(f"two tools are named {tool.name!r}")
-            self._tools[tool.name] = tool
+        self._local = FunctionToolProvider(tools)
+        self.providers: list[ToolProvider] = [self._local, *providers]
         self._concurrency = concurrency
         self._timeout_s = timeout_s
+        self._routes: dict[str, tuple[ToolProvider, str]] = {}
+        self._specs: list[ToolSpec] = []
+        self.version = 0
+        """Bumped whenever a provider's list changes: what shows the tools (the card) rebuilds."""
+        for provider in self.providers:
+            provider.on_change(self._changed)
+        self._route(self._local, self._local_specs())
 
     @property
     def tools(self) -> list[FunctionTool]:
-        return list(self._tools.values())
+        """The local function tools."""
+        return list(self._local.tools.values())
+
+    @property
+    def specs(self) -> list[ToolSpec]:
+        """Every tool, as last listed (the local ones until the providers have started)."""
+        return list(self._specs)
+
+    def _local_specs(self) -> list[ToolSpec]:
+        return [tool.spec() for tool in self._local.tools.values()]
+
+    def _changed(self) -> None:
+        self.version += 1
+
+    async def start(self) -> None:
+        """Start every provider (one that fails says so in its status), then list the tools."""
+
+        async def start(provider: ToolProvider) -> None:
+            try:
+                await provider.start()
+            except Exception as exc:  # a broken source must not keep the server down
+                logger.warning("tools=<%s> | the tool source did not start: %s", provider.name, exc)
+
+        await asyncio.gather(*(start(provider) for provider in self.providers))
+        await self.refresh()
+
+    async def aclose(self) -> None:
+        for provider in self.providers:
+            try:
+                await provider.aclose()
+            except Exception as exc:
+                logger.warning(
+                    "tools=<%s> | closing the tool source failed: %s", provider.name, exc
+                )
+
+    def statuses(self) -> dict[str, str | None]:
+        """Each provider's status: None when up, else why not."""
+        return {provider.name: provider.status() for provider in self.providers}
+
+    async def refresh(self, turn: Any = None) -> list[ToolSpec]:
+        """List every provider's tools (for this turn) and route names to them."""
+        listed: list[tuple[ToolProvider, list[ToolSpec]]] = []
+        for provider in self.providers:
+            try:
+                listed.append((provider, await provider.list_tools(turn)))
+            except Exception as exc:
+                logger.warning("tools=<%s> | listing the tools failed: %s", provider.name, exc)
+        self._routes.clear()
+        self._specs = []
+        counts: dict[str, int] = {}
+        for _, specs in listed:
+            for spec in specs:
+                counts[spec.name] = counts.get(spec.name, 0) + 1
+        for provider, specs in listed:
+            qualified = [
+                spec
+                if counts[spec.name] == 1 or provider is self._local
+                else ToolSpec(
+                    name=f"{provider.name}_{spec.name}",
+                    description=spec.description,
+                    parameters=spec.parameters,
+                )
+                for spec in specs
+            ]
+            self._route(provider, qualified, original=specs)
+        return list(self._specs)
+
+    def _route(
+        self,
+        provider: ToolProvider,
+        specs: list[ToolSpec],
+        *,
+        original: list[ToolSpec] | None = None,
+    ) -> None:
+        for spec, source in zip(specs, original or specs, strict=True):
+            self._routes[spec.name] = (provider, source.name)
+            self._specs.append(spec)
 
     def schemas(self) -> list[dict[str, Any]]:
-        return [tool.schema() for tool in self._tools.values()]
+        return [spec.schema() for spec in self._specs]
+
+    async def schemas_for(self, turn: Any = None) -> list[dict[str, Any]]:
+        """The tools for a model call: listed again when there are other sources than functions
+        (their lists may change, or depend on the turn), else as they are."""
+        if len(self.providers) > 1:
+            await self.refresh(turn)
+        return self.schemas()
 
     async def run(
         self,
@@ -192,7 +284,7 @@ class Toolbox:
             await asyncio.wait(jobs, timeout=1.0)
             raise
 
-    async def execute(self, call: ToolCall) -> ToolResult:
+    async def execute(self, call: ToolCall, turn: Any = None) -> ToolResult:
         """Run one call; every failure becomes an error result."""
 
         def failed(message: str) -> ToolResult:
@@ -200,29 +292,30 @@ class Toolbox:
                 call_id=call.id, name=call.name, content=f"Error: {message}", ok=False
             )
 
-        tool = self._tools.get(call.name)
-        if tool is None:
-            known = ", ".join(sorted(self._tools)) or "none"
+        route = self._routes.get(call.name)
+        if route is None:
+            known = ", ".join(sorted(self._routes)) or "none"
             return failed(f"unknown tool {call.name!r} (available: {known})")
+        provider, name = route
         try:
             raw = json.loads(call.arguments) if call.arguments.strip() else {}
-            if not isinstance(raw, dict):
-                return failed(f"arguments of {call.name!r} must be a JSON object")
-            arguments = tool.validate(raw)
         except json.JSONDecodeError as exc:
             return failed(f"arguments of {call.name!r} are not valid JSON: {exc}")
-        except ValidationError as exc:
-            details = "; ".join(
-                f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
-                for error in exc.errors()
-            )
-            return failed(f"invalid arguments for {call.name!r}: {details}")
+        if not isinstance(raw, dict):
+            return failed(f"arguments of {call.name!r} must be a JSON object")
         try:
-            value = await asyncio.wait_for(tool(arguments), self._timeout_s)
+            value = await asyncio.wait_for(provider.call(name, raw, turn), self._timeout_s)
         except TimeoutError:
             return failed(f"tool {call.name!r} timed out after {self._timeout_s:g} s")
+        except ToolError as exc:
+            return failed(str(exc))
+        except TaskRejected:
+            raise  # not a tool error: the turn ends, rejected
         except Exception as exc:
             logger.info("tool=<%s> | tool raised %s", call.name, type(exc).__name__)
             return failed(f"tool {call.name!r} raised {type(exc).__name__}: {exc}")
+        value, artifacts = split_output(value)
         content = value if isinstance(value, str) else json.dumps(value, default=str)
-        return ToolResult(call_id=call.id, name=call.name, content=content, ok=True)
+        return ToolResult(
+            call_id=call.id, name=call.name, content=content, ok=True, artifacts=tuple(artifacts)
+        )

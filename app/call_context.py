@@ -70,6 +70,8 @@ class CallContext:
     """`A2A-Version` (header, or the query parameter of that name); None when absent."""
     requested_extensions: frozenset[str] = frozenset()
     """The extension URIs listed in `A2A-Extensions`."""
+    base_url: str | None = None
+    """The base URL the client reached this server at (what the card's interfaces name)."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_carrier", _frozen(self.trace_carrier))
@@ -85,6 +87,7 @@ class CallContext:
         *,
         principal: Principal = ANONYMOUS_PRINCIPAL,
         query: Mapping[str, str] | None = None,
+        base_url: str | None = None,
     ) -> CallContext:
         """From request headers (Starlette's `Headers`, or any mapping; names in any case;
         repeated headers joined with commas) and, for `A2A-Version` only, the query string."""
@@ -102,6 +105,7 @@ class CallContext:
             last_event_id=lower.get("last-event-id") or None,
             protocol_version=version.strip() if version and version.strip() else None,
             requested_extensions=parse_extensions(lower.get("a2a-extensions", "")),
+            base_url=base_url,
         )
 
 

@@ -9,6 +9,7 @@ store key is `context.owner`, so a principal reaches nothing another principal c
 from __future__ import annotations
 
 import logging
+from collections.abc import Callable
 
 from starlette.requests import Request
 
@@ -25,10 +26,15 @@ class Edge:
     """Authentication and rate limiting for every A2A operation."""
 
     def __init__(
-        self, authenticator: Authenticator, *, rate_limiter: RateLimiter | None = None
+        self,
+        authenticator: Authenticator,
+        *,
+        rate_limiter: RateLimiter | None = None,
+        base_url: Callable[[Request], str] | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.rate_limiter = rate_limiter
+        self._base_url = base_url
 
     async def context(self, request: Request) -> CallContext:
         principal = await self.authenticator.authenticate(request.headers)
@@ -44,7 +50,10 @@ class Edge:
                     retry_after_s=decision.retry_after_whole_s,
                 )
         return CallContext.from_request(
-            request.headers, principal=principal, query=request.query_params
+            request.headers,
+            principal=principal,
+            query=request.query_params,
+            base_url=self._base_url(request) if self._base_url else None,
         )
 
     async def aclose(self) -> None:

@@ -188,6 +188,14 @@ class VersionNotSupportedError(A2AError):
     status = "FAILED_PRECONDITION"
 
 
+class ExtendedCardNotConfiguredError(A2AError):
+    code = -32007
+    reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
+    default_message = "The agent has no extended agent card configured"
+    http_status = 400
+    status = "FAILED_PRECONDITION"
+
+
 def unreadable_task(task_id: str) -> TaskNotFoundError:
     """A task that is stored but cannot be loaded or rendered: for its client it is not accessible
     (TaskNotFound, as the spec words it: "not an existing or accessible task")."""

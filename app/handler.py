@@ -15,6 +15,7 @@ from dataclasses import dataclass, field
 
 from agent.admission import Slots
 from agent.answers import AnswerRejected
+from agent.client_tools import ClientToolsInvalid, parse_client_tools
 from agent.runner import LeaseTaken, NoCheckpoint, TaskRunner
 from app.drain import DRAINED, Drain
 from app.errors import (
@@ -29,6 +30,7 @@ from stores.base import (
     InvalidPageToken,
     LeaseLost,
     MessageStore,
+    PushConfigStore,
     StateConflict,
     StoreUnavailable,
     TaskPage,
@@ -39,6 +41,9 @@ from stores.base import (
 from stores.models import (
     JournalEntry,
     Message,
+    MessageReply,
+    Part,
+    PushConfig,
     Role,
     Task,
     TaskRecord,
@@ -64,11 +69,21 @@ class SendRequest:
     return_immediately: bool = False
     trace_carrier: dict[str, str] = field(default_factory=dict)
     """The client's W3C trace context (`traceparent`, `tracestate`): the turn joins its trace."""
+    push_config: PushConfig | None = None
+    """A webhook given with the message (its `task_id` is filled in once the task is known)."""
 
 
 def ends_stream(state: TaskState | None, *, at_interrupt: bool) -> bool:
     """Whether an event reporting `state` (None: an artifact update) is a stream's last."""
     return state is not None and (state.is_terminal or (at_interrupt and state.is_interrupted))
+
+
+DirectReplier = Callable[[str, Message], Awaitable[str | None]]
+"""Owner and message -> the text of a direct reply (a Message, no task), or None."""
+
+
+async def _only(entry: JournalEntry) -> AsyncGenerator[JournalEntry, None]:
+    yield entry
 
 
 class RequestHandler:
@@ -81,6 +96,8 @@ class RequestHandler:
         read_block_s: float = 15.0,
         streams: Slots | None = None,
         drain: Drain | None = None,
+        reply_directly: DirectReplier | None = None,
+        pushes: PushConfigStore | None = None,
     ) -> None:
         self._tasks = tasks
         self._messages = messages
@@ -88,8 +105,27 @@ class RequestHandler:
         self._read_block_s = read_block_s
         self._streams = streams or Slots(1000, what="open streams")
         self._drain = drain or Drain()
+        self._reply_directly = reply_directly
+        self._pushes = pushes
+        self.on_state_recorded: Callable[[str, str], None] = lambda task_id, owner: None
+        """Called after a state change made outside a turn (a cancel): push delivery sends it."""
 
-    async def send_message(self, request: SendRequest, *, owner: str) -> Task:
+    async def _direct_reply(self, request: SendRequest, *, owner: str) -> Message | None:
+        """The Message that answers a new message without a task, when a hook gives one."""
+        message = request.message
+        if self._reply_directly is None or message.task_id is not None:
+            return None
+        text = await self._reply_directly(owner, message)
+        if text is None:
+            return None
+        return Message(
+            message_id=str(uuid.uuid4()),
+            role=Role.AGENT,
+            parts=[Part(text=text)],
+            context_id=message.context_id or str(uuid.uuid4()),
+        )
+
+    async def send_message(self, request: SendRequest, *, owner: str) -> Task | Message:
         """Start (or continue) a task; unless asked to return at once, wait for it to settle.
 
         The wait holds a stream slot for its whole life (beyond A2A_MAX_STREAMS the request is
@@ -97,6 +133,8 @@ class RequestHandler:
         it stands (its id, at least), and another server finishes the turn.
         """
         self._drain.refuse_new_work()
+        if (reply := await self._direct_reply(request, owner=owner)) is not None:
+            return reply
         if request.return_immediately:
             return (await self._begin(request, owner=owner)).task
         with self._streams.held(owner):
@@ -119,10 +157,16 @@ class RequestHandler:
         """Validate and start the task now (errors surface before any event), then stream it."""
 
         async def start() -> AsyncGenerator[JournalEntry, None]:
+            if (reply := await self._direct_reply(request, owner=owner)) is not None:
+                return _only(JournalEntry(position=1, event=MessageReply(message=reply)))
             record = await self._begin(request, owner=owner)
             return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
 
         return await self._open_stream(start, owner=owner)
+
+    async def get_record(self, task_id: str, *, owner: str) -> TaskRecord:
+        """The task with the journal position its snapshot reflects (TaskNotFound if none)."""
+        return await self._require(task_id, owner=owner)
 
     async def get_task(self, task_id: str, *, owner: str) -> Task:
         return (await self._require(task_id, owner=owner)).task
@@ -145,6 +189,7 @@ class RequestHandler:
         if not await self._runner.cancel(task_id, owner=owner):
             await self._cancel_elsewhere(record, owner=owner)
         settled = await self._require(task_id, owner=owner)
+        self.on_state_recorded(task_id, owner)
         if settled.task.status.state != TaskState.CANCELED:
             raise TaskNotCancelableError(
                 f"Task {task_id!r} finished ({settled.task.status.state.value})"
@@ -240,7 +285,11 @@ class RequestHandler:
                     mediaType=part.media_type,
                 )
         if message.task_id:
-            return await self._continue(message, owner=owner)
+            return await self._continue(request, owner=owner)
+        try:
+            client_tools = parse_client_tools(message.metadata)
+        except ClientToolsInvalid as exc:
+            raise InvalidParamsError(str(exc), field="message.metadata.clientTools") from exc
         context_id = message.context_id or str(uuid.uuid4())
         task_id = str(uuid.uuid4())
         task = Task(
@@ -262,14 +311,27 @@ class RequestHandler:
                 )
             try:
                 record = await self._tasks.create(task, owner=owner)
+                await self._register_push(request, task_id, owner=owner)
                 self._runner.launch_new(
-                    start, record.task, message, trace_carrier=request.trace_carrier
+                    start,
+                    record.task,
+                    message,
+                    trace_carrier=request.trace_carrier,
+                    client_tools=client_tools,
                 )
             except BaseException:
                 with contextlib.suppress(StoreUnavailable):
                     await self._messages.release(context_id, task_id, owner=owner)
                 raise
         return record
+
+    async def _register_push(self, request: SendRequest, task_id: str, *, owner: str) -> None:
+        """The webhook given with the message, stored before the turn starts: its first event
+        is delivered too."""
+        if request.push_config is None or self._pushes is None:
+            return
+        config = request.push_config.model_copy(update={"task_id": task_id})
+        await self._pushes.put(config, owner=owner)
 
     async def _claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         """Claim the context for a new task: None if we have it, else the task that holds it.
@@ -297,8 +359,9 @@ class RequestHandler:
             return not record.task.status.state.is_terminal
         return await self._runner.leases.is_held(task_id, owner=owner)
 
-    async def _continue(self, message: Message, *, owner: str) -> TaskRecord:
+    async def _continue(self, request: SendRequest, *, owner: str) -> TaskRecord:
         """A message on an existing task: only an interrupted task (waiting for input) takes one."""
+        message = request.message
         assert message.task_id is not None
         record = await self._require(message.task_id, owner=owner)
         task = record.task
@@ -339,6 +402,7 @@ class RequestHandler:
                 position = await self._settle(
                     task, TaskState.SUBMITTED, owner=owner, if_state=state, fence=start.fence
                 )
+                await self._register_push(request, task.id, owner=owner)
                 self._runner.launch_resumed(start, task, checkpoint)
         except (LeaseTaken, LeaseLost) as exc:
             raise _moved_on(task.id) from exc

@@ -8,6 +8,7 @@ response to it, not even an error.
 
 from __future__ import annotations
 
+import functools
 import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
@@ -15,8 +16,8 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from app.binding import Binding
 from app.call_context import CallContext
-from app.edge import Edge
 from app.errors import (
     EDGE_ERRORS,
     A2AError,
@@ -28,10 +29,12 @@ from app.errors import (
     as_a2a_error,
 )
 from app.json_body import check_depth, check_json_media_type, parse_json
-from app.metrics import Metrics, RequestRecord
-from app.operations import JsonObject, Operations
+from app.jsonrpc_v03 import v03_methods
+from app.metrics import RequestRecord
+from app.operations import JsonObject
 from app.sse import dumps, event_stream, frame
 from app.wire_v1 import render_entry
+from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)
 
@@ -43,6 +46,11 @@ Method = Callable[[JsonObject, JsonId, CallContext], Awaitable[Response]]
 _NOTIFIED_AS = {"SendStreamingMessage": "SendMessage", "SubscribeToTask": "GetTask"}
 
 
+def generation_of(method_name: str) -> str:
+    """0.3 methods are `category/action`; 1.0 methods are PascalCase."""
+    return "0.3" if "/" in method_name else "1.0"
+
+
 def error_payload(request_id: JsonId, error: A2AError) -> JsonObject:
     return {
         "jsonrpc": "2.0",
@@ -51,12 +59,37 @@ def error_payload(request_id: JsonId, error: A2AError) -> JsonObject:
     }
 
 
-def check_version(request: Request) -> None:
-    """A2A-Version: honour it when present; absent means a lenient 1.0 for 1.0 method names."""
+SERVED_VERSIONS = ("1.0", "0.3")
+
+
+def requested_generation(version: str) -> str | None:
+    """The generation we serve for an `A2A-Version` value (`1.2` is served as 1.0), or None."""
+    major, _, minor = version.strip().partition(".")
+    if major == "1":
+        return "1.0"
+    if major == "0" and minor.split(".")[0] == "3":
+        return "0.3"
+    return None
+
+
+def check_version(request: Request, generation: str = "1.0") -> None:
+    """A2A-Version, when present, must name the generation of the method or route called: a
+    0.3 method (`message/send`, `/v1/...`) under `1.0`, or the reverse, is a version this
+    method does not serve (-32009). Absent, the method's own generation is used (0.3 clients
+    send no header; a 1.0 name without it is served leniently as 1.0)."""
     version = request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
-    if version and version.strip().split(".")[0] != "1":
+    if not version:
+        return
+    requested = requested_generation(version)
+    if requested is None:
         raise VersionNotSupportedError(
-            f"A2A version {version!r} is not supported; this endpoint speaks 1.0",
+            f"A2A version {version!r} is not supported; this agent speaks "
+            + " and ".join(SERVED_VERSIONS),
+            requestedVersion=version,
+        )
+    if requested != generation:
+        raise VersionNotSupportedError(
+            f"A2A-Version {version!r} was requested, but this method is A2A {generation}",
             requestedVersion=version,
         )
 
@@ -76,11 +109,17 @@ def _task_id_of(params: JsonObject) -> str | None:
 
 
 def _is_notification(payload: JsonObject) -> bool:
-    """A well-formed request object with no "id" member (`"id": null` is a request)."""
+    """A well-formed 1.0 request object with no "id" member (`"id": null` is a request).
+
+    A 0.3 method (`category/action`) without an id is answered all the same, with id null: that
+    is what 0.3 servers (a2a-python's) do and what 0.3 clients and the 0.3 TCK expect.
+    """
+    method = payload.get("method")
     return (
         "id" not in payload
         and payload.get("jsonrpc") == "2.0"
-        and isinstance(payload.get("method"), str)
+        and isinstance(method, str)
+        and generation_of(method) == "1.0"
     )
 
 
@@ -90,31 +129,24 @@ def _response(
     return Response(dumps(payload), status_code, media_type="application/json", headers=headers)
 
 
-class JsonRpcBinding:
-    def __init__(
-        self,
-        operations: Operations,
-        edge: Edge,
-        *,
-        max_json_depth: int = 32,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._operations = operations
-        self._edge = edge
-        self._max_json_depth = max_json_depth
-        self._metrics = metrics or Metrics()
-        self._methods: dict[str, Method] = {
+class JsonRpcBinding(Binding):
+    @functools.cached_property
+    def _methods(self) -> dict[str, Method]:
+        """Both generations' methods on the one endpoint: 1.0's PascalCase, 0.3's slashes."""
+        operations = self._operations
+        return {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
             "GetTask": self._unary(operations.get_task),
             "ListTasks": self._unary(operations.list_tasks),
             "CancelTask": self._unary(operations.cancel_task),
             "SubscribeToTask": self._subscribe_to_task,
-            "CreateTaskPushNotificationConfig": self._unary(operations.push_config),
-            "GetTaskPushNotificationConfig": self._unary(operations.push_config),
-            "ListTaskPushNotificationConfigs": self._unary(operations.push_config),
-            "DeleteTaskPushNotificationConfig": self._unary(operations.push_config),
+            "CreateTaskPushNotificationConfig": self._unary(operations.create_push_config),
+            "GetTaskPushNotificationConfig": self._unary(operations.get_push_config),
+            "ListTaskPushNotificationConfigs": self._unary(operations.list_push_configs),
+            "DeleteTaskPushNotificationConfig": self._unary(operations.delete_push_config),
             "GetExtendedAgentCard": self._unary(operations.extended_card),
+            **v03_methods(operations, self._result, self._stream),
         }
 
     async def __call__(self, request: Request) -> Response:
@@ -149,7 +181,7 @@ class JsonRpcBinding:
             check_depth(payload, limit=self._max_json_depth)
             name, method, params = self._envelope(payload)
             record.method, record.task_id = name, _task_id_of(params)
-            check_version(request)
+            check_version(request, generation_of(name))
             if notification:
                 await self._notify(name, params, context)
                 return Response(status_code=204)
@@ -213,7 +245,7 @@ class JsonRpcBinding:
         return method
 
     @staticmethod
-    def _result(request_id: JsonId, result: JsonObject) -> Response:
+    def _result(request_id: JsonId, result: Any) -> Response:
         return _response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _send_message(
@@ -226,19 +258,21 @@ class JsonRpcBinding:
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.stream_message(params, context=context)
-        return self._stream(request_id, entries)
+        return self._stream(request_id, entries, render_entry)
 
     async def _subscribe_to_task(
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.subscribe(params, context=context)
-        return self._stream(request_id, entries)
+        return self._stream(request_id, entries, render_entry)
 
-    def _stream(self, request_id: JsonId, entries: Any) -> Response:
+    def _stream(
+        self, request_id: JsonId, entries: Any, render: Callable[[JournalEntry], bytes]
+    ) -> Response:
         head = b'{"jsonrpc":"2.0","id":' + dumps(request_id).encode() + b',"result":'
         return event_stream(
             entries,
-            render=lambda entry: head + render_entry(entry) + b"}",
+            render=lambda entry: head + render(entry) + b"}",
             render_error=lambda error: frame(dumps(error_payload(request_id, error)).encode()),
             metrics=self._metrics,
         )

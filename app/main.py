@@ -10,6 +10,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager
+from functools import partial
 from typing import Any
 from urllib.parse import urlsplit
 
@@ -27,12 +28,15 @@ from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
 from agent.litellm_client import LiteLLMClient
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
+from agent.mcp_tools import MCPConfigError, MCPToolProvider, parse_mcp_servers
 from agent.runner import TaskRunner
 from agent.scripted_model import SCRIPTED_MODEL_NAME, ScriptedModel
 from agent.supervisor import TurnSupervisor
+from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
+from agent.tool_providers import ToolProvider, UnavailableSource
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.auth import build_authenticator, is_loopback_host
-from app.card import AgentCardEndpoint, package_version
+from app.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
 from app.drain import Drain
 from app.edge import Edge
 from app.errors import A2AError
@@ -44,7 +48,10 @@ from app.logs import log_malformed_http_at_debug
 from app.metrics import Metrics
 from app.openapi import build_openapi
 from app.operations import Operations
+from app.push import build_push_delivery, push_policy
+from app.remote_agents import RemoteAgentProvider, parse_remote_agents
 from app.rest import RestBinding, framework_error
+from app.rest_v03 import RestV03Binding
 from app.settings import Settings
 from app.telemetry import instrument, start_metrics, start_tracing, stop_metrics, stop_tracing
 from stores.base import StoreSet, StoreUnavailable
@@ -55,6 +62,8 @@ logger = logging.getLogger(__name__)
 
 
 def build_llm(settings: Settings) -> LLMClient:
+    if settings.agent_profile == TCK_PROFILE:
+        return TckModel()
     if settings.uses_demo_model:
         return DemoModel()
     if settings.llm_model == SCRIPTED_MODEL_NAME:
@@ -67,6 +76,40 @@ def build_llm(settings: Settings) -> LLMClient:
         timeout_s=settings.llm_timeout_s,
         num_retries=settings.llm_num_retries,
     )
+
+
+def build_tool_providers(settings: Settings) -> list[ToolProvider]:
+    """The tool sources the settings configure (AGENT_MCP_SERVERS, AGENT_REMOTE_AGENTS). A
+    configuration that does not parse is one broken source (logged, shown by /readyz); the
+    server starts all the same."""
+    providers: list[ToolProvider] = []
+    if settings.agent_mcp_servers:
+        try:
+            servers = parse_mcp_servers(settings.agent_mcp_servers)
+        except MCPConfigError as exc:
+            logger.error("mcp | AGENT_MCP_SERVERS is not usable: %s", exc)
+            providers.append(UnavailableSource("mcp", str(exc)))
+        else:
+            providers += [
+                MCPToolProvider(server, call_timeout_s=settings.agent_tool_timeout_s)
+                for server in servers
+            ]
+    if settings.agent_remote_agents:
+        try:
+            agents = parse_remote_agents(settings.agent_remote_agents)
+        except ValueError as exc:
+            logger.error("remote_agents | AGENT_REMOTE_AGENTS is not usable: %s", exc)
+            providers.append(UnavailableSource("remote_agents", str(exc)))
+        else:
+            providers += [
+                RemoteAgentProvider(
+                    agent,
+                    max_call_depth=settings.agent_max_call_depth,
+                    timeout_s=settings.agent_tool_timeout_s,
+                )
+                for agent in agents
+            ]
+    return providers
 
 
 def build_stores(settings: Settings) -> StoreSet:
@@ -128,8 +171,10 @@ def create_app(
     tools: list[Callable[..., Any]] | None = None,
     hooks: list[Hooks] | None = None,
     llm: LLMClient | None = None,
+    tool_providers: list[ToolProvider] | None = None,
 ) -> FastAPI:
-    """Build the server. An embedding program may add tools and hooks, or its own model client.
+    """Build the server. An embedding program may add tools, tool providers and hooks, or its
+    own model client.
 
     Refuses unsafe authentication settings (AuthConfigurationError): see app.auth.
     """
@@ -139,8 +184,12 @@ def create_app(
     ]
     if settings.uses_demo_model:
         function_tools = [FunctionTool(function) for function in BUILTIN_TOOLS] + function_tools
+    if settings.agent_profile == TCK_PROFILE:
+        function_tools = [FunctionTool(function) for function in TCK_TOOLS] + function_tools
+        hooks = [TckHooks(), *(hooks or [])]
     toolbox = Toolbox(
         function_tools,
+        providers=[*build_tool_providers(settings), *(tool_providers or [])],
         concurrency=settings.agent_tool_concurrency,
         timeout_s=settings.agent_tool_timeout_s,
     )
@@ -152,16 +201,21 @@ def create_app(
     )
     stores = build_stores(settings)
     tasks, messages, checkpoints = stores.tasks, stores.messages, stores.checkpoints
-    edge = Edge(authenticator, rate_limiter=build_rate_limiter(settings, stores))
+    edge = Edge(
+        authenticator,
+        rate_limiter=build_rate_limiter(settings, stores),
+        base_url=partial(card_base_url, settings),
+    )
     registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
     if settings.agent_tools_requiring_approval:
         registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
+    hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
     loop = AgentLoop(
         llm_client,
         toolbox,
         system_prompt=settings.agent_system_prompt,
         max_iterations=settings.agent_max_iterations,
-        hooks=HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode),
+        hooks=hook_chain,
         tool_failure_mode=settings.agent_tool_failure_mode,
         max_consecutive_tool_errors=settings.agent_max_consecutive_tool_errors,
         ask_user_tool=settings.agent_ask_user_tool,
@@ -196,7 +250,13 @@ def create_app(
             per_key=settings.a2a_max_streams_per_principal if per_principal else None,
         ),
         drain=drain,
+        reply_directly=hook_chain.reply_directly,
+        pushes=stores.pushes if settings.a2a_push_notifications else None,
     )
+    push = build_push_delivery(settings, tasks=tasks, pushes=stores.pushes)
+    if settings.a2a_push_notifications:  # delivery follows each turn, and each cancel
+        runner.on_launch = lambda task_id, owner: push.start(task_id, owner=owner)
+        handler.on_state_recorded = runner.on_launch
     model_ready = asyncio.Event()
 
     @asynccontextmanager
@@ -206,6 +266,8 @@ def create_app(
                 "model=<demo> | serving the built-in OFFLINE DEMO model;"
                 " set LLM_MODEL to use a real one"
             )
+        elif settings.agent_profile == TCK_PROFILE:
+            logger.warning("model=<tck> | serving the conformance (TCK) profile")
         elif settings.llm_model == SCRIPTED_MODEL_NAME:
             logger.warning(
                 "model=<scripted>, chunks=<%d> | serving the fixed load-test answer",
@@ -230,6 +292,7 @@ def create_app(
         logger.info("%s | task stores", describe_stores(settings))
         tracer_provider = start_tracing(settings, version=package_version())
         warm_up = asyncio.create_task(_warm_up(llm_client, model_ready))
+        await toolbox.start()  # tool sources connect; one that cannot is logged, not fatal
         try:
             async with supervisor:  # on the way out: its jobs stop, running turns hand over
                 try:
@@ -238,6 +301,8 @@ def create_app(
                     drain.start()  # already started by a signal, unless something else stops it
                     warm_up.cancel()
         finally:
+            await toolbox.aclose()
+            await push.aclose()
             await stores.aclose()
             await edge.aclose()
             stop_tracing(tracer_provider)
@@ -250,12 +315,21 @@ def create_app(
         docs_url=None,
         redoc_url=None,
     )
-    card = AgentCardEndpoint(settings, toolbox.tools)
+    card = AgentCardEndpoint(settings, toolbox)
     app.add_api_route(
         "/.well-known/agent-card.json", card, methods=["GET"], include_in_schema=False
     )
     app.add_api_route("/.well-known/agent.json", card, methods=["GET"], include_in_schema=False)
-    operations = Operations(handler, limits=RequestLimits.from_settings(settings))
+    operations = Operations(
+        handler,
+        limits=RequestLimits.from_settings(settings),
+        extended_card=lambda url, with_v03: build_extended_card(
+            settings, toolbox.specs, url, with_v03
+        ),
+        pushes=stores.pushes if settings.a2a_push_notifications else None,
+        push_policy=push_policy(settings),
+        on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
+    )
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     # A plain Starlette route, like the REST binding's: the binding reads the request itself,
@@ -263,6 +337,8 @@ def create_app(
     app.add_route("/", jsonrpc.__call__, methods=["POST"], include_in_schema=False)
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())
+    rest_v03 = RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.router.routes.extend(rest_v03.routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     # Outermost: Host, Origin and body size are checked before any route runs.
@@ -285,7 +361,10 @@ def create_app(
             return JSONResponse({"status": "unavailable", "stores": "unreachable"}, 503)
         if not model_ready.is_set():
             return JSONResponse({"status": "starting", "model": "loading"}, 503)
-        return JSONResponse({"status": "ready"})
+        # A tool source that is down does not make the replica unready (every replica shares the
+        # source: taking them all out would not help); it is named here.
+        down = {name: why for name, why in toolbox.statuses().items() if why is not None}
+        return JSONResponse({"status": "ready", **({"toolSourcesDown": down} if down else {})})
 
     instrument(app, settings)  # request spans, outermost (only when tracing is on)
     document = build_openapi()
@@ -300,13 +379,11 @@ def create_app(
 async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
     """Load the model adapter (LiteLLM's slow import) off the request path, then take what the
     process loaded out of the garbage collector's reach."""
-    warm_up = getattr(llm, "warm_up", None)
-    if warm_up is not None:
-        try:
-            await warm_up()
-        except Exception:
-            logger.exception("model adapter failed to load")
-            return
+    try:
+        await llm.warm_up()
+    except Exception:
+        logger.exception("model adapter failed to load")
+        return
     _freeze_loaded_objects()
     ready.set()
 

@@ -41,6 +41,59 @@ _ERROR = {
 _SSE = {"type": "string", "description": "Server-sent events; each `data:` is one StreamResponse."}
 
 
+def _v03_paths(task_id: list[dict[str, Any]], errors: dict[str, Any]) -> dict[str, Any]:
+    """The A2A 0.3 HTTP+JSON routes: ProtoJSON of the 0.3 proto (see docs/protocol.md)."""
+    body = {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}
+    v03 = {"type": "object", "description": "ProtoJSON of the A2A 0.3 proto"}
+    return {
+        "/v1/message:send": {
+            "post": {
+                "summary": "A2A 0.3: send a message (SendMessageRequest -> SendMessageResponse)",
+                "requestBody": body,
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/message:stream": {
+            "post": {
+                "summary": "A2A 0.3: send a message and stream the task's events",
+                "requestBody": body,
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+        },
+        "/v1/tasks/{id}": {
+            "get": {
+                "summary": "A2A 0.3: get a task",
+                "parameters": [
+                    *task_id,
+                    {"name": "historyLength", "in": "query", "schema": {"type": "integer"}},
+                ],
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/tasks/{id}:cancel": {
+            "post": {
+                "summary": "A2A 0.3: cancel a task",
+                "parameters": task_id,
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/tasks/{id}:subscribe": {
+            method: {
+                "summary": "A2A 0.3: stream a task's events",
+                "parameters": task_id,
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+            for method in ("get", "post")
+        },
+        "/v1/card": {
+            "get": {
+                "summary": "A2A 0.3: the authenticated extended card",
+                "responses": {**_ok({"type": "object"}), "400": _ERROR, "401": _ERROR},
+            }
+        },
+    }
+
+
 def build_openapi() -> dict[str, Any]:
     _, definitions = models_json_schema(
         [(model, "validation") for model in (SendMessageParams, TaskIdParams, ListTasksParams)]
@@ -68,8 +121,10 @@ def build_openapi() -> dict[str, Any]:
     paths: dict[str, Any] = {
         "/": {
             "post": {
-                "summary": "A2A JSON-RPC 2.0 endpoint (SendMessage, SendStreamingMessage, GetTask,"
-                " ListTasks, CancelTask, SubscribeToTask)",
+                "summary": "A2A JSON-RPC 2.0 endpoint: the 1.0 methods (SendMessage,"
+                " SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, ...) and"
+                " the 0.3 ones (message/send, message/stream, tasks/get, tasks/cancel,"
+                " tasks/resubscribe, ...)",
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": {"type": "object"}}},
@@ -141,19 +196,47 @@ def build_openapi() -> dict[str, Any]:
             for method in ("get", "post")
         },
         "/tasks/{id}/pushNotificationConfigs": {
-            method: {
-                "summary": "Push-notification configs: not offered (400)",
+            "get": {
+                "summary": "List the task's webhooks (push-notification configs)",
                 "parameters": task_id,
-                "responses": {"400": _ERROR},
+                "responses": {**_ok({"type": "object"}), **errors},
+            },
+            "post": {
+                "summary": "Register a webhook for the task (TaskPushNotificationConfig)",
+                "parameters": task_id,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": {**_ok({"type": "object"}), **errors},
+            },
+        },
+        "/tasks/{id}/pushNotificationConfigs/{configId}": {
+            method: {
+                "summary": summary,
+                "parameters": [
+                    *task_id,
+                    {
+                        "name": "configId",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {**_ok({"type": "object"}), **errors},
             }
-            for method in ("get", "post")
+            for method, summary in (
+                ("get", "Get one of the task's webhooks"),
+                ("delete", "Remove one of the task's webhooks (idempotent)"),
+            )
         },
         "/extendedAgentCard": {
             "get": {
-                "summary": "The extended agent card (not offered: 400 UNSUPPORTED_OPERATION)",
-                "responses": {"400": _ERROR},
+                "summary": "The extended agent card (A2A_EXTENDED_CARD; 400 when there is none)",
+                "responses": {**_ok({"type": "object"}), "400": _ERROR, "401": _ERROR},
             }
         },
+        **_v03_paths(task_id, errors),
         "/.well-known/agent-card.json": {
             "get": {"summary": "The agent card", "responses": _ok({"type": "object"})}
         },

@@ -6,17 +6,23 @@ from the body, the path and the query string.
 
 from __future__ import annotations
 
+import ipaddress
 import logging
 import unicodedata
-from collections.abc import AsyncIterator
+import uuid
+from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
+from agent.outbound import OutboundPolicy
 from app.call_context import CallContext
 from app.errors import (
+    ExtendedCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
+    TaskNotFoundError,
     UnsupportedOperationError,
     unreadable_task,
 )
@@ -24,12 +30,23 @@ from app.handler import RequestHandler, SendRequest
 from app.limits import RequestLimits
 from app.wire_v1 import (
     ListTasksParams,
+    PushConfigParams,
+    PushConfigRefParams,
     SendMessageParams,
     TaskIdParams,
+    render_event,
     render_task,
 )
-from stores.base import TaskQuery
-from stores.models import JournalEntry, Task, TaskState
+from stores.base import PushConfigStore, TaskQuery
+from stores.models import (
+    JournalEntry,
+    Message,
+    MessageReply,
+    PushAuthentication,
+    PushConfig,
+    Task,
+    TaskState,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -105,47 +122,197 @@ def _render_stored(task: Task, *, where: str, **shaping: Any) -> JsonObject | No
 _NO_PUSH = "This agent does not send push notifications"
 
 
-def _send_request(params: SendMessageParams, context: CallContext) -> SendRequest:
-    _check_message_ids(params)
-    configuration = params.configuration
-    if configuration is not None and configuration.task_push_notification_config is not None:
-        raise PushNotificationNotSupportedError(_NO_PUSH)
-    return SendRequest(
-        message=params.message,
-        return_immediately=bool(configuration and configuration.return_immediately),
-        trace_carrier=dict(context.trace_carrier),
-    )
+def render_push_config(config: PushConfig) -> JsonObject:
+    """A stored config as the 1.0 TaskPushNotificationConfig (flat)."""
+    return config.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"generation"})
+
+
+def check_push_url(url: str, policy: OutboundPolicy) -> None:
+    """A webhook URL must be http(s) with a host, and not name a loopback, private, link-local
+    or metadata address (or `localhost`) unless A2A_PUSH_ALLOWED_HOSTS allows it: -32602 naming
+    `url`. No DNS here (a name is checked where it is resolved, at delivery, by the guard)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise InvalidParamsError(f"url {url!r} is not a URL: {exc}", field="url") from exc
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidParamsError(
+            f"url {url!r} must be an http or https URL with a host", field="url"
+        )
+    if policy.allows_name(host):
+        return
+    if host == "localhost" or host.endswith(".localhost"):
+        raise InvalidParamsError(
+            f"url {url!r} names this server's own host; webhooks must be reachable addresses"
+            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
+            field="url",
+        )
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    reason = policy.refusal(host, address)
+    if reason is not None:
+        raise InvalidParamsError(
+            f"url {url!r} is refused: the address is {reason}"
+            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
+            field="url",
+        )
 
 
 class Operations:
-    def __init__(self, handler: RequestHandler, *, limits: RequestLimits | None = None) -> None:
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        limits: RequestLimits | None = None,
+        extended_card: Callable[[str, bool], JsonObject | None] | None = None,
+        pushes: PushConfigStore | None = None,
+        push_policy: OutboundPolicy | None = None,
+        on_push_registered: Callable[[str, str], None] = lambda task_id, owner: None,
+    ) -> None:
         self._handler = handler
         self._limits = limits or RequestLimits()
+        self._push_store = pushes
+        """None: this agent sends no push notifications (every push operation: -32003)."""
+        self._push_policy = push_policy or OutboundPolicy()
+        self._on_push_registered = on_push_registered
+        self._extended_card = extended_card
+        """The extended card at a base URL (with the 0.3 members or not), or None."""
 
-    async def push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
-        """Create/Get/List/Delete push-notification configs: not offered by this agent.
+    async def create_push_config(
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+    ) -> JsonObject:
+        """Register a webhook for the caller's task (its events are POSTed as they happen)."""
+        pushes = self._pushes()  # -32003 before anything else is looked at, when push is off
+        parsed = parse(PushConfigParams, params, self._limits)
+        if not parsed.task_id:
+            raise InvalidParamsError("taskId is required", field="taskId")
+        check_id("taskId", parsed.task_id)
+        record = await self._handler.get_record(parsed.task_id, owner=context.owner)
+        task, owner = record.task, context.owner
+        config = self._push_config(parsed, generation=generation).model_copy(
+            update={"task_id": task.id}
+        )
+        if not await pushes.list(task.id, owner=owner):
+            # The task's first webhook gets what happens from now on, not its past.
+            await pushes.advance(task.id, record.position, owner=owner)
+        await pushes.put(config, owner=owner)
+        if task.status.state.is_active:
+            self._on_push_registered(task.id, owner)
+        return render_push_config(config)
 
-        The card says `pushNotifications: false`, so each of them fails with -32003 before
-        anything else is looked at (even the task), as the spec requires.
-        """
-        raise PushNotificationNotSupportedError(_NO_PUSH)
+    async def get_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        if not parsed.id:
+            raise InvalidParamsError("id (the config's) is required", field="id")
+        config = await pushes.get(parsed.task_id, parsed.id, owner=context.owner)
+        if config is None:
+            raise TaskNotFoundError(
+                f"Task {parsed.task_id!r} has no push notification config {parsed.id!r}",
+                taskId=parsed.task_id,
+            )
+        return render_push_config(config)
 
-    async def extended_card(self, params: JsonObject, *, context: CallContext) -> JsonObject:
-        """The card says `extendedAgentCard: false`: the operation is unsupported (-32004)."""
-        raise UnsupportedOperationError("This agent has no extended agent card")
+    async def list_push_configs(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        configs = await pushes.list(parsed.task_id, owner=context.owner)
+        return {"configs": [render_push_config(config) for config in configs], "nextPageToken": ""}
 
-    async def send_message(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+    async def delete_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        """Idempotent: deleting a config that is not there (any more) succeeds."""
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        if not parsed.id:
+            raise InvalidParamsError("id (the config's) is required", field="id")
+        await pushes.delete(parsed.task_id, parsed.id, owner=context.owner)
+        return {}
+
+    def _pushes(self) -> PushConfigStore:
+        if self._push_store is None:
+            raise PushNotificationNotSupportedError(_NO_PUSH)
+        return self._push_store
+
+    def _push_config(self, parsed: PushConfigParams, *, generation: str) -> PushConfig:
+        check_push_url(parsed.url, self._push_policy)
+        if parsed.id is not None:
+            check_id("id", parsed.id)
+        authentication = parsed.authentication
+        return PushConfig(
+            id=parsed.id or str(uuid.uuid4()),
+            task_id=parsed.task_id or "",
+            url=parsed.url,
+            token=parsed.token,
+            authentication=(
+                PushAuthentication(
+                    scheme=authentication.scheme, credentials=authentication.credentials
+                )
+                if authentication is not None
+                else None
+            ),
+            generation=generation,
+        )
+
+    async def extended_card(
+        self,
+        params: JsonObject,
+        *,
+        context: CallContext,
+        generation: str = "1.0",
+    ) -> JsonObject:
+        """The extended card (A2A_EXTENDED_CARD) at the URL the caller used, in the caller's
+        generation (a 0.3 caller gets the 0.3 members too). When there is none: in 1.0, where the
+        card declares `extendedAgentCard: false`, the operation is unsupported (-32004); 0.3
+        has its own error (-32007)."""
+        url, with_v03 = context.base_url or "", generation == "0.3"
+        card = self._extended_card(url, with_v03) if self._extended_card else None
+        if card is None:
+            if with_v03:
+                raise ExtendedCardNotConfiguredError(
+                    "This agent has no authenticated extended card"
+                )
+            raise UnsupportedOperationError("This agent has no extended agent card")
+        return card
+
+    async def send_message(
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+    ) -> JsonObject:
         parsed = parse(SendMessageParams, params, self._limits)
-        task = await self._handler.send_message(_send_request(parsed, context), owner=context.owner)
+        reply = await self._handler.send_message(
+            self._send_request(parsed, context, generation), owner=context.owner
+        )
+        if isinstance(reply, Message):  # answered directly: a Message, no task
+            return render_event(MessageReply(message=reply))
         history_length = parsed.configuration.history_length if parsed.configuration else None
-        return {"task": render_task(task, history_length=history_length)}
+        return {"task": render_task(reply, history_length=history_length)}
 
     async def stream_message(
-        self, params: JsonObject, *, context: CallContext
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
     ) -> AsyncIterator[JournalEntry]:
         parsed = parse(SendMessageParams, params, self._limits)
         return await self._handler.stream_message(
-            _send_request(parsed, context), owner=context.owner
+            self._send_request(parsed, context, generation), owner=context.owner
+        )
+
+    def _send_request(
+        self, params: SendMessageParams, context: CallContext, generation: str
+    ) -> SendRequest:
+        _check_message_ids(params)
+        configuration = params.configuration
+        push = configuration.task_push_notification_config if configuration else None
+        if push is not None:
+            self._pushes()  # -32003 unless this agent pushes
+        return SendRequest(
+            message=params.message,
+            return_immediately=bool(configuration and configuration.return_immediately),
+            trace_carrier=dict(context.trace_carrier),
+            push_config=self._push_config(push, generation=generation) if push else None,
         )
 
     async def get_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:

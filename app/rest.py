@@ -17,6 +17,7 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 from starlette.routing import Route
 
+from app.binding import Binding
 from app.call_context import CallContext
 from app.edge import Edge
 from app.errors import (
@@ -29,9 +30,10 @@ from app.errors import (
 from app.json_body import check_depth, check_json_media_type, parse_json
 from app.jsonrpc import check_version, error_payload
 from app.metrics import Metrics, RequestRecord
-from app.operations import JsonObject, Operations
+from app.operations import JsonObject
 from app.sse import dumps, event_stream, frame
 from app.wire_v1 import render_entry
+from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)
 
@@ -74,10 +76,10 @@ async def framework_error(request: Request, exc: Exception) -> Response:
     if request.url.path == "/":
         payload = error_payload(None, error)
         return Response(dumps(payload), status_code, headers=headers, media_type="application/json")
-    return _json(error_body(error, http_status=status_code), request, status_code, headers)
+    return json_response(error_body(error, http_status=status_code), request, status_code, headers)
 
 
-def _json(
+def json_response(
     payload: JsonObject,
     request: Request,
     status_code: int = 200,
@@ -94,8 +96,21 @@ def _json(
 Endpoint = Callable[[Request, CallContext], Awaitable[Response]]
 
 
-def _guarded(
-    edge: Edge, endpoint: Endpoint, *, metrics: Metrics, method: str
+async def read_body(request: Request, *, max_json_depth: int) -> JsonObject:
+    """The request's JSON object body ({} when empty); 415 for another media type."""
+    check_json_media_type(request.headers.get("content-type", ""))
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    payload = parse_json(raw)
+    check_depth(payload, limit=max_json_depth)
+    if not isinstance(payload, dict):
+        raise InvalidParamsError("The request body must be a JSON object")
+    return payload
+
+
+def guarded(
+    edge: Edge, endpoint: Endpoint, *, metrics: Metrics, method: str, generation: str = "1.0"
 ) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint, once the caller is authenticated and within its rate (one call context per
     request), with every failure rendered as an AIP-193 error; counted as `method`."""
@@ -115,7 +130,7 @@ def _guarded(
         try:
             context = await edge.context(request)
             record.owner = context.owner
-            check_version(request)
+            check_version(request, generation)
             return await endpoint(request, context)
         except ClientDisconnect:
             logger.debug("%s | the client went away before its request arrived", where)
@@ -127,12 +142,14 @@ def _guarded(
                 logger.debug(
                     "%s | refused: status=<%s> | %s", where, error.http_status, error.message
                 )
-            return _json(error_body(error), request, error.http_status, error.http_headers())
+            return json_response(
+                error_body(error), request, error.http_status, error.http_headers()
+            )
 
     return guarded
 
 
-def _query(request: Request, names: tuple[str, ...]) -> JsonObject:
+def query_params(request: Request, names: tuple[str, ...]) -> JsonObject:
     return {name: request.query_params[name] for name in names if name in request.query_params}
 
 
@@ -144,66 +161,67 @@ _REST_ACTIONS = {
 """The method a `/tasks/{id}:action` route serves (for metrics and logs)."""
 
 
-class RestBinding:
-    def __init__(
-        self,
-        operations: Operations,
-        edge: Edge,
-        *,
-        max_json_depth: int = 32,
-        metrics: Metrics | None = None,
-    ) -> None:
-        self._operations = operations
-        self._edge = edge
-        self._max_json_depth = max_json_depth
-        self._metrics = metrics or Metrics()
-
+class RestBinding(Binding):
     def routes(self) -> list[Route]:
-        def guarded(endpoint: Endpoint, method: str) -> Callable[[Request], Awaitable[Response]]:
-            return _guarded(self._edge, endpoint, metrics=self._metrics, method=method)
+        def guarded_(endpoint: Endpoint, method: str) -> Callable[[Request], Awaitable[Response]]:
+            return guarded(self._edge, endpoint, metrics=self._metrics, method=method)
 
         return [
-            Route("/message:send", guarded(self._send, "SendMessage"), methods=["POST"]),
+            Route("/message:send", guarded_(self._send, "SendMessage"), methods=["POST"]),
             Route(
-                "/message:stream", guarded(self._stream, "SendStreamingMessage"), methods=["POST"]
+                "/message:stream", guarded_(self._stream, "SendStreamingMessage"), methods=["POST"]
             ),
-            Route("/tasks", guarded(self._list, "ListTasks"), methods=["GET"]),
-            Route("/tasks/{ref}", guarded(self._task_get, "GetTask"), methods=["GET"]),
-            Route("/tasks/{ref}", guarded(self._task_post, "unknown"), methods=["POST"]),
+            Route("/tasks", guarded_(self._list, "ListTasks"), methods=["GET"]),
+            Route("/tasks/{ref}", guarded_(self._task_get, "GetTask"), methods=["GET"]),
+            Route("/tasks/{ref}", guarded_(self._task_post, "unknown"), methods=["POST"]),
             Route(
                 "/tasks/{ref}/pushNotificationConfigs",
-                guarded(self._push_config, "PushNotificationConfig"),
+                guarded_(self._push_config, "PushNotificationConfig"),
                 methods=["GET", "POST"],
             ),
             Route(
                 "/tasks/{ref}/pushNotificationConfigs/{config_id}",
-                guarded(self._push_config, "PushNotificationConfig"),
+                guarded_(self._push_config, "PushNotificationConfig"),
                 methods=["GET", "DELETE"],
             ),
             Route(
                 "/extendedAgentCard",
-                guarded(self._extended_card, "GetExtendedAgentCard"),
+                guarded_(self._extended_card, "GetExtendedAgentCard"),
                 methods=["GET"],
             ),
         ]
 
     async def _push_config(self, request: Request, context: CallContext) -> Response:
-        return _json(await self._operations.push_config({}, context=context), request)
+        task_id = request.path_params["ref"]
+        config_id = request.path_params.get("config_id")
+        reference = {"taskId": task_id} | ({"id": config_id} if config_id else {})
+        operations = self._operations
+        if request.method == "POST":
+            body = await self._body(request)
+            result = await operations.create_push_config(body | reference, context=context)
+        elif request.method == "DELETE":
+            result = await operations.delete_push_config(reference, context=context)
+        elif config_id:
+            result = await operations.get_push_config(reference, context=context)
+        else:
+            query = query_params(request, ("pageSize", "pageToken"))
+            result = await operations.list_push_configs(query | reference, context=context)
+        return json_response(result, request)
 
     async def _extended_card(self, request: Request, context: CallContext) -> Response:
-        return _json(await self._operations.extended_card({}, context=context), request)
+        return json_response(await self._operations.extended_card({}, context=context), request)
 
     async def _send(self, request: Request, context: CallContext) -> Response:
         result = await self._operations.send_message(await self._body(request), context=context)
-        return _json(result, request)
+        return json_response(result, request)
 
     async def _stream(self, request: Request, context: CallContext) -> Response:
         entries = await self._operations.stream_message(await self._body(request), context=context)
         return self._sse(entries)
 
     async def _list(self, request: Request, context: CallContext) -> Response:
-        params = _query(request, LIST_QUERY)  # the params model parses "true"/"false" itself
-        return _json(await self._operations.list_tasks(params, context=context), request)
+        params = query_params(request, LIST_QUERY)  # the params model parses "true"/"false" itself
+        return json_response(await self._operations.list_tasks(params, context=context), request)
 
     async def _task_get(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)
@@ -211,15 +229,17 @@ class RestBinding:
             return await self._subscribe(task_id, context)
         if action:
             raise MethodNotFoundError(f"GET /tasks/{{id}}:{action} is not a route")
-        params = {"id": task_id, **_query(request, ("historyLength",))}
-        return _json(await self._operations.get_task(params, context=context), request)
+        params = {"id": task_id, **query_params(request, ("historyLength",))}
+        return json_response(await self._operations.get_task(params, context=context), request)
 
     async def _task_post(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)
         if action == "cancel":
             body = await self._body(request)
             params = {"id": task_id, "metadata": body.get("metadata")}
-            return _json(await self._operations.cancel_task(params, context=context), request)
+            return json_response(
+                await self._operations.cancel_task(params, context=context), request
+            )
         if action == "subscribe":
             return await self._subscribe(task_id, context)
         raise MethodNotFoundError(f"POST /tasks/{{id}}:{action or ''} is not a route")
@@ -229,15 +249,7 @@ class RestBinding:
         return self._sse(entries)
 
     async def _body(self, request: Request) -> JsonObject:
-        check_json_media_type(request.headers.get("content-type", ""))
-        raw = await request.body()
-        if not raw.strip():
-            return {}
-        payload = parse_json(raw)
-        check_depth(payload, limit=self._max_json_depth)
-        if not isinstance(payload, dict):
-            raise InvalidParamsError("The request body must be a JSON object")
-        return payload
+        return await read_body(request, max_json_depth=self._max_json_depth)
 
     @staticmethod
     def _split(request: Request) -> tuple[str, str]:
@@ -245,9 +257,16 @@ class RestBinding:
         return task_id, action
 
     def _sse(self, entries: Any) -> Response:
-        return event_stream(
-            entries,
-            render=render_entry,
-            render_error=lambda error: frame(dumps(error_body(error)).encode(), event="error"),
-            metrics=self._metrics,
-        )
+        return sse_response(entries, render_entry, metrics=self._metrics)
+
+
+def sse_response(
+    entries: Any, render: Callable[[JournalEntry], bytes], *, metrics: Metrics
+) -> Response:
+    """Journal entries as SSE; a failure mid-stream is a last `event: error` with its body."""
+    return event_stream(
+        entries,
+        render=render,
+        render_error=lambda error: frame(dumps(error_body(error)).encode(), event="error"),
+        metrics=metrics,
+    )

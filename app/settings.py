@@ -2,13 +2,32 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Literal
+import json
+from pathlib import Path
+from typing import Annotated, Any, Literal
 
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
+
+
+def extended_card_fields(value: str) -> dict[str, Any]:
+    """A2A_EXTENDED_CARD as an object: inline JSON (it starts with `{` or `[`), else a file path."""
+    text = value
+    if not value.lstrip().startswith(("{", "[")):
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the extended card file {value!r}: {exc}") from exc
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the extended card is not valid JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise ValueError("the extended card must be a JSON object")
+    return fields
 
 
 class Settings(BaseSettings):
@@ -26,6 +45,16 @@ class Settings(BaseSettings):
         description="Behind a reverse proxy: take the card's URL from `X-Forwarded-Proto`,"
         " `-Host` and `-Prefix`, and the scheme and client address from the proxy's headers.",
     )
+    a2a_extended_card: str | None = Field(
+        None,
+        description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
+        " the public card for authenticated callers (its `skills` are added to the public ones).",
+    )
+    a2a_card_v03: bool = Field(
+        True,
+        description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
+        " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
+    )
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
         "A helpful assistant that can use tools.",
@@ -41,6 +70,19 @@ class Settings(BaseSettings):
     agent_tools: Annotated[list[str], NoDecode] = Field(
         default_factory=list,
         description="Comma-separated `module:attribute` references to tool functions (or lists).",
+    )
+    agent_mcp_servers: str | None = Field(
+        None,
+        description="MCP servers whose tools the agent uses: JSON in the `mcpServers` shape"
+        " (`command`/`args`/`env`, or `url`/`headers`), or the path of a JSON or YAML file.",
+    )
+    agent_remote_agents: str | None = Field(
+        None,
+        description="Other A2A agents as tools: agent card URLs, comma-separated, or a JSON list"
+        ' of `{"url", "headers"}`; each becomes a tool named after the agent.',
+    )
+    agent_max_call_depth: int = Field(
+        3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
     )
     agent_tool_concurrency: int = Field(
         5, ge=1, description="Tool calls of one model response run at most this many at a time."
@@ -76,6 +118,12 @@ class Settings(BaseSettings):
         None,
         description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model;"
         " `scripted` = a fixed answer for load tests (SCRIPTED_*).",
+    )
+    agent_profile: Literal["default", "tck"] = Field(
+        "default",
+        description="`tck`: the conformance profile, a scripted model, tools and a hook that"
+        " produce every behaviour the A2A TCK asks for, and webhooks to loopback allowed"
+        " (docs/conformance.md); LLM_MODEL ignored.",
     )
     scripted_chunks: int = Field(
         20, ge=0, description="With `LLM_MODEL=scripted`: text chunks (20 characters) per answer."
@@ -241,6 +289,23 @@ class Settings(BaseSettings):
     a2a_outbound_max_response_bytes: int = Field(
         10 * 1024 * 1024, ge=1, description="Largest response body an outgoing request accepts."
     )
+    a2a_push_notifications: bool = Field(
+        True, description="Offer push notifications (webhooks); false: every push call is -32003."
+    )
+    a2a_push_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+        default_factory=list,
+        description="Comma-separated host names or networks (CIDR) webhooks may reach although"
+        " loopback, private, link-local or CGNAT (added to A2A_OUTBOUND_ALLOW for webhooks).",
+    )
+    a2a_push_max_attempts: int = Field(
+        5, ge=1, le=20, description="Attempts per webhook and event before it is given up."
+    )
+    a2a_push_backoff_s: float = Field(
+        0.5, gt=0, description="Wait before the first retry of a webhook; doubled each time."
+    )
+    a2a_push_timeout_s: float = Field(
+        10.0, gt=0, description="Timeout of each phase of one webhook request (connect, read)."
+    )
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
     log_format: Literal["text", "json"] = Field(
         "text", description="Log lines as text, or one JSON object per line (`json`)."
@@ -264,6 +329,7 @@ class Settings(BaseSettings):
         "a2a_allowed_hosts",
         "a2a_cors_origins",
         "a2a_outbound_allow",
+        "a2a_push_allowed_hosts",
         mode="before",
     )
     @classmethod
@@ -279,10 +345,17 @@ class Settings(BaseSettings):
             raise ValueError("REDIS_URL must start with redis:// or rediss://")
         return value
 
-    @field_validator("a2a_outbound_allow")
+    @field_validator("a2a_outbound_allow", "a2a_push_allowed_hosts")
     @classmethod
     def _outbound_allow_entries(cls, value: list[str]) -> list[str]:
         OutboundPolicy.parse(value)  # raises ValueError naming the entry that is neither form
+        return value
+
+    @field_validator("a2a_extended_card")
+    @classmethod
+    def _extended_card_readable(cls, value: str | None) -> str | None:
+        if value:
+            extended_card_fields(value)  # raises ValueError saying what is wrong with it
         return value
 
     @field_validator("a2a_rate_limit")
@@ -299,6 +372,11 @@ class Settings(BaseSettings):
         return self.a2a_public_url.rstrip("/") if self.a2a_public_url else None
 
     @property
+    def extended_card(self) -> dict[str, Any] | None:
+        """The extended card's fields (A2A_EXTENDED_CARD), or None when there is none."""
+        return extended_card_fields(self.a2a_extended_card) if self.a2a_extended_card else None
+
+    @property
     def tracing_enabled(self) -> bool:
         return bool(self.otel_exporter_otlp_endpoint or self.otel_exporter_otlp_traces_endpoint)
 
@@ -308,7 +386,7 @@ class Settings(BaseSettings):
 
     @property
     def uses_demo_model(self) -> bool:
-        return not self.llm_model
+        return not self.llm_model and self.agent_profile == "default"
 
 
 def configuration_table() -> str:

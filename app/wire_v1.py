@@ -18,6 +18,7 @@ from stores.models import (
     ArtifactUpdate,
     JournalEntry,
     Message,
+    MessageReply,
     StatusUpdate,
     Task,
     TaskEvent,
@@ -49,10 +50,34 @@ class HistoryLengthCapped(WireParams):
         return value
 
 
+class PushAuthenticationParams(WireParams):
+    scheme: str = Field(min_length=1)
+    credentials: str | None = None
+
+
+class PushConfigParams(WireParams):
+    """A TaskPushNotificationConfig (Create, or inline in a send's configuration)."""
+
+    task_id: str | None = None
+    id: str | None = None
+    url: str = Field(min_length=1)
+    token: str | None = None
+    authentication: PushAuthenticationParams | None = None
+    tenant: str | None = None
+
+
+class PushConfigRefParams(WireParams):
+    """Get/List/Delete: the task, and (but for List) the config."""
+
+    task_id: str = Field(min_length=1)
+    id: str | None = None
+    tenant: str | None = None
+
+
 class SendMessageConfiguration(HistoryLengthCapped):
     accepted_output_modes: list[str] | None = None
     return_immediately: bool = False
-    task_push_notification_config: dict[str, Any] | None = None
+    task_push_notification_config: PushConfigParams | None = None
 
 
 class SendMessageParams(WireParams):
@@ -113,7 +138,7 @@ def render_entry(entry: JournalEntry) -> bytes:
     prefix = b'{"kind":"' + kind + b'",'
     if not stored.startswith(prefix):
         return json.dumps(render_event(entry.event), separators=(",", ":")).encode()
-    if kind == b"task":
+    if kind in (b"task", b"message"):  # `{"kind":K,"task":{...}}`: the one field is the payload
         return b"{" + stored[len(prefix) :]
     return b'{"' + _STREAM_RESPONSE_FIELDS[kind] + b'":{' + stored[len(prefix) :] + b"}"
 
@@ -127,3 +152,6 @@ def render_event(event: TaskEvent) -> dict[str, Any]:
             return {"statusUpdate": _dump(event)}
         case ArtifactUpdate():
             return {"artifactUpdate": _dump(event)}
+        case MessageReply(message=message):
+            return {"message": _dump(message)}
+    raise TypeError(f"not a journal event: {type(event).__name__}")

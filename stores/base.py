@@ -10,7 +10,15 @@ from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
 
-from stores.models import ChatMessage, JournalEntry, Task, TaskEvent, TaskRecord, TaskState
+from stores.models import (
+    ChatMessage,
+    JournalEntry,
+    PushConfig,
+    Task,
+    TaskEvent,
+    TaskRecord,
+    TaskState,
+)
 from stores.rate_limit import RateLimit, RateLimiter
 
 ANONYMOUS = "anonymous"
@@ -206,6 +214,34 @@ class CheckpointStore(ABC):
         """Forget the checkpoint (the turn ended)."""
 
 
+class PushConfigStore(ABC):
+    """The push-notification configs of each task (by config id), and how far delivery has got
+    in the task's journal (the delivery cursor: a replica taking a task over goes on from it)."""
+
+    @abstractmethod
+    async def put(self, config: PushConfig, *, owner: str) -> None:
+        """Create or replace the config (`config.task_id`, `config.id`)."""
+
+    @abstractmethod
+    async def get(self, task_id: str, config_id: str, *, owner: str) -> PushConfig | None: ...
+
+    @abstractmethod
+    async def list(self, task_id: str, *, owner: str) -> builtins.list[PushConfig]:
+        """The task's configs, oldest first."""
+
+    @abstractmethod
+    async def delete(self, task_id: str, config_id: str, *, owner: str) -> bool:
+        """Forget the config; whether there was one."""
+
+    @abstractmethod
+    async def cursor(self, task_id: str, *, owner: str) -> int:
+        """The last journal position delivered (0: none)."""
+
+    @abstractmethod
+    async def advance(self, task_id: str, position: int, *, owner: str) -> None:
+        """Record delivery up to `position`; the cursor never moves back."""
+
+
 class LeaseStatus(enum.Enum):
     HELD = "held"
     LOST = "lost"  # expired and taken by another holder, or released
@@ -301,6 +337,9 @@ class StoreSet(Protocol):
 
     @property
     def leases(self) -> LeaseStore: ...
+
+    @property
+    def pushes(self) -> PushConfigStore: ...
 
     def rate_limiter(self, limit: RateLimit) -> RateLimiter:
         """Per-key token buckets on this backend (Redis: shared by every replica)."""

@@ -11,7 +11,7 @@ import asyncio
 import builtins
 import logging
 import time
-from collections import deque
+from collections import OrderedDict, deque
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -24,6 +24,7 @@ from stores.base import (
     LeaseStatus,
     LeaseStore,
     MessageStore,
+    PushConfigStore,
     StateConflict,
     StoreFull,
     TaskGone,
@@ -37,6 +38,7 @@ from stores.codec import dump_event, dump_message, dump_task, load_message, load
 from stores.models import (
     ChatMessage,
     JournalEntry,
+    PushConfig,
     Task,
     TaskEvent,
     TaskRecord,
@@ -302,6 +304,43 @@ class InMemoryCheckpointStore(CheckpointStore):
         self._checkpoints.pop((owner, task_id), None)
 
 
+class InMemoryPushConfigStore(PushConfigStore):
+    """Configs in their stored JSON form (a copy costs a serialization), for the `max_tasks`
+    tasks that got one last (as many as the task store keeps): older tasks' are dropped."""
+
+    def __init__(self, *, max_tasks: int = 10_000) -> None:
+        self._configs: OrderedDict[tuple[str, str], dict[str, bytes]] = OrderedDict()
+        self._cursors: dict[tuple[str, str], int] = {}
+        self._max_tasks = max_tasks
+
+    async def put(self, config: PushConfig, *, owner: str) -> None:
+        key = (owner, config.task_id)
+        configs = self._configs.setdefault(key, {})
+        self._configs.move_to_end(key)
+        configs[config.id] = config.model_dump_json(by_alias=True, exclude_none=True).encode()
+        while len(self._configs) > self._max_tasks:
+            oldest, _ = self._configs.popitem(last=False)
+            self._cursors.pop(oldest, None)
+
+    async def get(self, task_id: str, config_id: str, *, owner: str) -> PushConfig | None:
+        stored = self._configs.get((owner, task_id), {}).get(config_id)
+        return None if stored is None else PushConfig.model_validate_json(stored)
+
+    async def list(self, task_id: str, *, owner: str) -> list[PushConfig]:
+        stored = self._configs.get((owner, task_id), {})
+        return [PushConfig.model_validate_json(raw) for raw in stored.values()]
+
+    async def delete(self, task_id: str, config_id: str, *, owner: str) -> bool:
+        return self._configs.get((owner, task_id), {}).pop(config_id, None) is not None
+
+    async def cursor(self, task_id: str, *, owner: str) -> int:
+        return self._cursors.get((owner, task_id), 0)
+
+    async def advance(self, task_id: str, position: int, *, owner: str) -> None:
+        key = (owner, task_id)
+        self._cursors[key] = max(self._cursors.get(key, 0), position)
+
+
 @dataclass
 class _Lease:
     holder: str | None  # None: released (the epoch is kept, so epochs only grow)
@@ -396,6 +435,7 @@ class InMemoryStores:
     messages: InMemoryMessageStore
     checkpoints: InMemoryCheckpointStore
     leases: InMemoryLeaseStore
+    pushes: InMemoryPushConfigStore
 
     @classmethod
     def create(cls, *, ttl_s: float, max_tasks: int = 10_000) -> InMemoryStores:
@@ -405,6 +445,7 @@ class InMemoryStores:
             messages=InMemoryMessageStore(ttl_s=ttl_s),
             checkpoints=InMemoryCheckpointStore(leases=leases),
             leases=leases,
+            pushes=InMemoryPushConfigStore(max_tasks=max_tasks),
         )
 
     def rate_limiter(self, limit: RateLimit) -> RateLimiter:

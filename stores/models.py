@@ -185,7 +185,34 @@ class TaskSnapshot(Record):
     task: Task
 
 
-TaskEvent = Annotated[StatusUpdate | ArtifactUpdate | TaskSnapshot, Field(discriminator="kind")]
+class PushAuthentication(Record):
+    scheme: str
+    credentials: str | None = None
+
+
+class PushConfig(Record):
+    """Where (and how) to POST a task's events: a push-notification config of one task."""
+
+    id: str
+    task_id: str
+    url: str
+    token: str | None = None
+    authentication: PushAuthentication | None = None
+    generation: str = "1.0"
+    """The protocol generation of the client that created it: what its webhook is sent."""
+
+
+class MessageReply(Record):
+    """A reply that is a Message, not a task: the one event of a turn answered directly (a
+    hook's `reply_directly`). It is never journaled: there is no task to journal it in."""
+
+    kind: Literal["message"] = "message"
+    message: Message
+
+
+TaskEvent = Annotated[
+    StatusUpdate | ArtifactUpdate | TaskSnapshot | MessageReply, Field(discriminator="kind")
+]
 _EVENTS: TypeAdapter[TaskEvent] = TypeAdapter(TaskEvent)  # their stored form: see stores.codec
 
 

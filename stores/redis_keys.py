@@ -8,6 +8,8 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:checkpoint:<owner>:{<task>}       STRING  the running turn's checkpoint
     p:lease:<owner>:{<task>}            HASH    holder, expires (ms, Redis server time)
     p:cancel:<owner>:{<task>}           STRING  "1": cancel requested while the lease is held
+    p:push:<owner>:{<task>}             HASH    push-notification config id -> config JSON
+    p:push-cursor:<owner>:{<task>}      STRING  the last journal position pushed
     p:conversation:<owner>:{<context>}  LIST    ChatMessage JSON, oldest first
     p:units:<owner>:{<context>}         SET     ids of the units appended (append at most once)
     p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
@@ -75,6 +77,12 @@ class RedisKeys:
 
     def cancel_flag(self, owner: str, task_id: str) -> str:
         return self._of_task("cancel", owner, task_id)
+
+    def push_configs(self, owner: str, task_id: str) -> str:
+        return self._of_task("push", owner, task_id)
+
+    def push_cursor(self, owner: str, task_id: str) -> str:
+        return self._of_task("push-cursor", owner, task_id)
 
     # --- a conversation: all in the slot of {<context id>} ---
 

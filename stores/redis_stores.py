@@ -23,6 +23,7 @@ from stores.models import ChatMessage
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
+from stores.redis_push import RedisPushConfigStore
 from stores.redis_rate_limit import RedisRateLimiter
 from stores.redis_support import LuaScript, redis_available, text
 from stores.redis_tasks import RedisTaskStore
@@ -214,6 +215,7 @@ class RedisStores:
     messages: RedisMessageStore
     checkpoints: RedisCheckpointStore
     leases: RedisLeaseStore
+    pushes: RedisPushConfigStore
     client: Redis
     read_client: Redis
     lease_client: Redis
@@ -310,6 +312,7 @@ def create_redis_stores(
         messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s),
         checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s),
         leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s),
+        pushes=RedisPushConfigStore(client, prefix=prefix, ttl_s=ttl_s),
         client=client,
         read_client=read_client,
         lease_client=lease_client,

@@ -116,7 +116,16 @@ def test_beyond_the_limit_requests_are_refused_unwritten_until_a_client_leaves(
                 time.sleep(0.1)
 
 
+def _until_no_stream_is_open(rpc, timeout: float = 10.0) -> None:
+    """The server gives a slot back when it notices its client left: a moment after the close."""
+    deadline = time.monotonic() + timeout
+    while "a2a_open_streams 0.0" not in rpc.get("/metrics").text:
+        assert time.monotonic() < deadline, "streams closed by their clients stay open"
+        time.sleep(0.05)
+
+
 def test_streams_and_blocking_sends_that_end_give_their_slot_back(rpc, fake_llm, marker):
+    _until_no_stream_is_open(rpc)  # the previous test's clients have just left
     fake_llm.script(text("quick", when_user_contains=marker, times=None))
     for n in range(5):  # more than the limit, one after the other
         with rpc.stream("SendStreamingMessage", send_params(f"stream {n} {marker}")) as s:

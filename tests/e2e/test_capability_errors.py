@@ -1,4 +1,5 @@
-"""Operations for capabilities the card does not declare fail with the spec's errors."""
+"""Operations for capabilities the card does not declare fail with the spec's errors: push
+turned off (A2A_PUSH_NOTIFICATIONS=false), no extended card."""
 
 from __future__ import annotations
 
@@ -6,6 +7,8 @@ import httpx
 import pytest
 
 from tests.e2e.harness import assert_error
+
+SERVER_ENV = {"A2A_PUSH_NOTIFICATIONS": "false"}
 
 PUSH_METHODS = [
     ("CreateTaskPushNotificationConfig", {"taskId": "t-1", "url": "https://example.com/hook"}),
@@ -19,6 +22,18 @@ PUSH_METHODS = [
 def test_push_config_methods_say_push_is_not_supported(rpc, method, params):
     # -32003 even though the task does not exist: the capability is checked first.
     assert_error(rpc.error(method, params), -32003)
+
+
+def test_the_card_says_push_is_off(rpc):
+    card = rpc.get("/.well-known/agent-card.json").json()
+    assert card["capabilities"]["pushNotifications"] is False
+
+
+def test_an_inline_push_config_is_refused_too(rpc):
+    message = {"messageId": "m-inline", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+    configuration = {"taskPushNotificationConfig": {"url": "https://example.com/hook"}}
+    error = rpc.error("SendMessage", {"message": message, "configuration": configuration})
+    assert_error(error, -32003)
 
 
 def test_extended_card_is_an_unsupported_operation(rpc):

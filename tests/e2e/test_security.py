@@ -165,9 +165,11 @@ def test_a_principal_cannot_reach_another_principals_task(http, fake_llm, marker
         subscribe = rpc(http, "SubscribeToTask", {"id": expected}, key)
         assert subscribe.headers["content-type"].startswith("application/json"), subscribe.text
         assert_error(subscribe.json()["error"], -32001)
-        push = {"taskId": expected, "pushNotificationConfig": {"url": "https://x.example"}}
+        push = {"taskId": expected, "url": "https://x.example/hook"}
         error = rpc_error(http, "CreateTaskPushNotificationConfig", push, key)
-        assert error["code"] == -32003, error  # unsupported for everyone, before any lookup
+        assert error["code"] == -32001, error
+        listed = rpc_error(http, "ListTaskPushNotificationConfigs", {"taskId": expected}, key)
+        assert listed["code"] == -32001, listed
         for method, path in (("GET", f"/tasks/{expected}"), ("POST", f"/tasks/{expected}:cancel")):
             response = http.request(method, path, headers=auth(key))
             assert response.status_code == 404, response.text

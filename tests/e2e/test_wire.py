@@ -128,7 +128,7 @@ def test_good_payloads_pass():
             "missing nextPageToken",
         ),
         ("agent_card", _mut(CARD, ["skills"], []), "no skills"),
-        ("agent_card", _mut(CARD, ["url"], "http://x/"), "0.3 url field"),
+        ("agent_card", _mut(CARD, ["iconUrl"], 3), "iconUrl not a string"),
         (
             "agent_card",
             _mut(CARD, ["supportedInterfaces", 0, "protocolVersion"], delete=True),

@@ -102,8 +102,36 @@ def _schema_problems(kind: str, payload: Any) -> list[str]:
     ]
 
 
+V03_CARD_MEMBERS = ("protocolVersion", "url", "preferredTransport", "additionalInterfaces")
+V03_CARD_MEMBERS += ("supportsAuthenticatedExtendedCard", "security")
+V03_SCHEME_MEMBERS = ("type", "in", "name", "scheme", "bearerFormat")
+
+
+def without_v03_members(card: dict[str, Any]) -> dict[str, Any]:
+    """The card as a 1.0 client reads it: without the 0.3 members served beside the 1.0 ones
+    (a 1.0 parser ignores them; the strict check here would not)."""
+    view = {key: value for key, value in card.items() if key not in V03_CARD_MEMBERS}
+    if "securitySchemes" in view:
+        view["securitySchemes"] = {
+            name: {key: value for key, value in scheme.items() if key not in V03_SCHEME_MEMBERS}
+            for name, scheme in view["securitySchemes"].items()
+        }
+    return view
+
+
+def card_url_set(card: dict[str, Any]) -> set[str]:
+    """Every URL a card names: its interfaces' (1.0 and 0.3) and the 0.3 `url`."""
+    return (
+        {interface["url"] for interface in card["supportedInterfaces"]}
+        | {interface["url"] for interface in card.get("additionalInterfaces", [])}
+        | ({card["url"]} if "url" in card else set())
+    )
+
+
 def assert_valid(kind: str, payload: Any) -> Any:
     """Raise ``AssertionError`` unless ``payload`` is a valid A2A 1.0 ``kind``; return the proto."""
+    if kind == "agent_card" and isinstance(payload, dict):
+        payload = without_v03_members(payload)
     try:
         cls = KINDS[kind]
     except KeyError:

@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.events import Usage
-from agent.llm import LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
 from stores.models import ToolCall
 
 
@@ -109,7 +109,7 @@ class UnexpectedLLMCall(AssertionError):
     pass
 
 
-class ScriptedLLM:
+class ScriptedLLM(LLMClient):
     """Implements `agent.llm.LLMClient` by playing back `Step`s in order."""
 
     def __init__(self, *steps: Step) -> None:

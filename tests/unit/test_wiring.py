@@ -44,9 +44,9 @@ async def test_environment_reaches_the_agent_and_the_card(
         card = card_response.json()
         assert card["name"] == "Helper" and card["description"] == "Helps."
         assert [i["url"] for i in card["supportedInterfaces"]] == [
-            "https://agents.example.com/helper",
-            "https://agents.example.com/helper",
-        ]
+            "https://agents.example.com/helper"
+        ] * 4
+        assert card["url"] == "https://agents.example.com/helper"
         etag = card_response.headers["etag"]
         assert "max-age" in card_response.headers["cache-control"]
         assert card_response.headers["last-modified"]

@@ -1,0 +1,183 @@
+"""Push notifications: one more reader of a task's journal, with a cursor of its own.
+
+A task's delivery runs where its turn runs: the runner starts it with the turn (and a replica
+taking the turn over starts it again, from the stored cursor); a state change recorded outside a
+turn (a cancel) starts a short one. It POSTs each journal event to each of the task's webhooks,
+in journal order, rendered in the generation of the client that registered the webhook, with
+`Authorization: <scheme> <credentials>` and `X-A2A-Notification-Token` as configured. A failed
+POST is retried with exponential backoff, a bounded number of times, then given up (logged); the
+cursor moves on once every webhook has had the event. It never blocks the turn: it is a task of
+its own, and a webhook that hangs only delays the next notification. Every request goes through
+the outbound guard (no loopback, private, link-local or metadata address unless allowed).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+from collections.abc import Callable, Mapping
+from dataclasses import dataclass
+
+import httpx
+
+from stores.base import PushConfigStore, StoreError, TaskStore
+from stores.models import JournalEntry, PushConfig, Task, TaskState
+
+logger = logging.getLogger(__name__)
+
+EventRenderer = Callable[[JournalEntry], bytes]
+"""A journal event as a webhook body (1.0: the event as a StreamResponse)."""
+TaskRenderer = Callable[[Task], bytes]
+"""The task as a webhook body (0.3 webhooks get the whole task at each state change)."""
+
+
+@dataclass(frozen=True, kw_only=True)
+class PushPolicy:
+    max_attempts: int = 5
+    first_backoff_s: float = 0.5
+    max_backoff_s: float = 30.0
+    read_block_s: float = 5.0
+    """How long a delivery waits on the journal before checking whether its turn still runs."""
+
+
+def _ends_delivery(state: TaskState | None) -> bool:
+    # Like a stream that follows a turn: it ends where the turn stops, at an end or a question.
+    return state is not None and (state.is_terminal or state.is_interrupted)
+
+
+class PushDelivery:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        pushes: PushConfigStore,
+        client: httpx.AsyncClient,
+        event_renderers: Mapping[str, EventRenderer],
+        task_renderers: Mapping[str, TaskRenderer] | None = None,
+        policy: PushPolicy | None = None,
+    ) -> None:
+        self._tasks = tasks
+        self._pushes = pushes
+        self._client = client
+        self._event_renderers = event_renderers
+        self._task_renderers = task_renderers or {}
+        self._policy = policy or PushPolicy()
+        self._deliveries: dict[tuple[str, str], asyncio.Task[None]] = {}
+
+    def start(self, task_id: str, *, owner: str) -> None:
+        """Deliver the task's events from its cursor, unless a delivery already runs here."""
+        key = (owner, task_id)
+        running = self._deliveries.get(key)
+        if running is not None and not running.done():
+            return
+        delivery = asyncio.create_task(self._deliver(task_id, owner), name=f"push {task_id}")
+        self._deliveries[key] = delivery
+        delivery.add_done_callback(lambda _: self._deliveries.pop(key, None))
+
+    async def aclose(self) -> None:
+        for delivery in list(self._deliveries.values()):
+            delivery.cancel()
+        if self._deliveries:
+            await asyncio.wait(list(self._deliveries.values()), timeout=2.0)
+        await self._client.aclose()
+
+    async def _deliver(self, task_id: str, owner: str) -> None:
+        try:
+            if not await self._pushes.list(task_id, owner=owner):
+                return  # nothing registered: nothing to read
+            cursor = await self._pushes.cursor(task_id, owner=owner)
+            while True:
+                entries = await self._tasks.read(
+                    task_id, owner=owner, after=cursor, timeout_s=self._policy.read_block_s
+                )
+                if not entries:
+                    record = await self._tasks.get(task_id, owner=owner)
+                    if record is None or not record.task.status.state.is_active:
+                        return  # nothing is running: what was written has been sent
+                    continue
+                for entry in entries:
+                    configs = await self._pushes.list(task_id, owner=owner)
+                    bodies = await self._bodies(task_id, owner, entry, configs)
+                    await asyncio.gather(
+                        *(
+                            self._send(config, entry, body)
+                            for config, body in zip(configs, bodies, strict=True)
+                            if body is not None
+                        )
+                    )
+                    cursor = entry.position
+                    await self._pushes.advance(task_id, cursor, owner=owner)
+                    if _ends_delivery(entry.state):
+                        return
+        except StoreError as exc:
+            logger.warning("task_id=<%s> | push delivery stopped: store error %s", task_id, exc)
+        except Exception:
+            logger.exception("task_id=<%s> | push delivery failed", task_id)
+
+    async def _bodies(
+        self, task_id: str, owner: str, entry: JournalEntry, configs: list[PushConfig]
+    ) -> list[bytes | None]:
+        """Each config's body for the entry, rendered once per generation; None: not sent (a
+        task-per-state-change webhook skips artifact chunks)."""
+        by_generation: dict[str, bytes | None] = {}
+        for generation in {config.generation for config in configs}:
+            task_renderer = self._task_renderers.get(generation)
+            if task_renderer is None:
+                render = self._event_renderers.get(generation) or self._event_renderers["1.0"]
+                by_generation[generation] = render(entry)
+            elif entry.state is None:
+                by_generation[generation] = None
+            else:
+                record = await self._tasks.get(task_id, owner=owner)
+                by_generation[generation] = task_renderer(record.task) if record else None
+        return [by_generation[config.generation] for config in configs]
+
+    async def _send(self, config: PushConfig, entry: JournalEntry, body: bytes) -> None:
+        headers = {"Content-Type": "application/a2a+json"}
+        if config.authentication is not None:
+            credentials = config.authentication.credentials or ""
+            headers["Authorization"] = f"{config.authentication.scheme} {credentials}".strip()
+        if config.token:
+            headers["X-A2A-Notification-Token"] = config.token
+        backoff = self._policy.first_backoff_s
+        for attempt in range(1, self._policy.max_attempts + 1):
+            outcome = await self._post(config.url, body, headers)
+            if outcome is None:
+                logger.debug(
+                    "task_id=<%s>, config_id=<%s>, position=<%d> | pushed",
+                    config.task_id,
+                    config.id,
+                    entry.position,
+                )
+                return
+            if attempt == self._policy.max_attempts:
+                logger.warning(
+                    "task_id=<%s>, config_id=<%s>, position=<%d>, attempts=<%d> | push given up:"
+                    " %s",
+                    config.task_id,
+                    config.id,
+                    entry.position,
+                    attempt,
+                    outcome,
+                )
+                return
+            logger.debug(
+                "task_id=<%s>, config_id=<%s>, attempt=<%d> | push failed (%s); retrying in %.1fs",
+                config.task_id,
+                config.id,
+                attempt,
+                outcome,
+                backoff,
+            )
+            await asyncio.sleep(backoff)
+            backoff = min(backoff * 2, self._policy.max_backoff_s)
+
+    async def _post(self, url: str, body: bytes, headers: dict[str, str]) -> str | None:
+        """None when the webhook took it (2xx), else why not."""
+        try:
+            response = await self._client.post(url, content=body, headers=headers)
+        except httpx.HTTPError as exc:
+            return f"{type(exc).__name__}: {exc}"
+        if 200 <= response.status_code < 300:
+            return None
+        return f"HTTP {response.status_code}"

@@ -1,0 +1,135 @@
+"""Where tools come from: one interface for every source, with a lifecycle.
+
+A `ToolProvider` is entered with the app's lifespan (`start`) and left with it (`aclose`); it lists
+its tools for a turn (name, description, JSON schema), runs a call, and says when its list changed
+(`changed()`: the card's skills and the next model call see the new list). Local Python functions
+are one provider (`FunctionToolProvider`); MCP servers (`agent.mcp_tools`) and other A2A agents
+are others. The `Toolbox` merges them: a name two providers share is qualified with the
+provider's name (`<provider>_<tool>`), so neither shadows the other.
+"""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import Callable, Iterable
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from pydantic import ValidationError
+
+if TYPE_CHECKING:
+    from agent.hooks import TurnContext
+    from agent.tools import FunctionTool
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ToolSpec:
+    """A tool as the model sees it."""
+
+    name: str
+    description: str
+    parameters: dict[str, Any] = field(default_factory=lambda: {"type": "object"})
+
+    def schema(self) -> dict[str, Any]:
+        """The OpenAI-style function description sent to the model."""
+        return {
+            "type": "function",
+            "function": {
+                "name": self.name,
+                "description": self.description,
+                "parameters": self.parameters,
+            },
+        }
+
+
+class ToolError(Exception):
+    """A call failed in a way the model should read (the message is its tool result)."""
+
+
+class ToolProvider(ABC):
+    """A source of tools. Override `list_tools` and `call`; the lifecycle methods are optional."""
+
+    name: str = "tools"
+
+    def __init__(self) -> None:
+        self._listeners: list[Callable[[], None]] = []
+
+    async def start(self) -> None:
+        """Entered with the app's lifespan (connect, list). A source that cannot start is not a
+        reason for the server not to: say why in `status()` and keep trying."""
+        return None
+
+    async def aclose(self) -> None:
+        """Left with the app's lifespan."""
+        return None
+
+    @abstractmethod
+    async def list_tools(self, turn: TurnContext | None = None) -> list[ToolSpec]:
+        """The tools offered for this turn (None: outside a turn, e.g. for the card)."""
+
+    @abstractmethod
+    async def call(self, name: str, arguments: dict[str, Any], turn: TurnContext | None) -> Any:
+        """Run one call; the return value is what a function tool may return (text, JSON,
+        FileResult, DataResult). Raise ToolError with what the model should read."""
+
+    def status(self) -> str | None:
+        """None when the source is up; else why it is not (the readiness endpoint shows it)."""
+        return None
+
+    def on_change(self, listener: Callable[[], None]) -> None:
+        self._listeners.append(listener)
+
+    def changed(self) -> None:
+        """The list of tools changed (a server said so): listeners refresh what they show."""
+        for listener in self._listeners:
+            listener()
+
+
+class UnavailableSource(ToolProvider):
+    """A configured source that cannot be used at all (its configuration does not parse): no
+    tools, and a status saying why, so the server starts and readiness names it."""
+
+    def __init__(self, name: str, reason: str) -> None:
+        super().__init__()
+        self.name = name
+        self._reason = reason
+
+    def status(self) -> str | None:
+        return self._reason
+
+    async def list_tools(self, turn: TurnContext | None = None) -> list[ToolSpec]:
+        return []
+
+    async def call(self, name: str, arguments: dict[str, Any], turn: TurnContext | None) -> Any:
+        raise ToolError(f"tool source {self.name!r} is unavailable: {self._reason}")
+
+
+class FunctionToolProvider(ToolProvider):
+    """Local Python functions (`FunctionTool`s), validated against their signature."""
+
+    name = "local"
+
+    def __init__(self, tools: Iterable[FunctionTool]) -> None:
+        super().__init__()
+        self.tools: dict[str, FunctionTool] = {}
+        for tool in tools:
+            if tool.name in self.tools:
+                from agent.tools import ToolLoadError
+
+                raise ToolLoadError(f"two tools are named {tool.name!r}")
+            self.tools[tool.name] = tool
+
+    async def list_tools(self, turn: TurnContext | None = None) -> list[ToolSpec]:
+        return [tool.spec() for tool in self.tools.values()]
+
+    async def call(self, name: str, arguments: dict[str, Any], turn: TurnContext | None) -> Any:
+        tool = self.tools[name]
+        try:
+            validated = tool.validate(arguments)
+        except ValidationError as exc:
+            details = "; ".join(
+                f"{'.'.join(str(p) for p in error['loc']) or 'arguments'}: {error['msg']}"
+                for error in exc.errors()
+            )
+            raise ToolError(f"invalid arguments for {name!r}: {details}") from exc
+        return await tool(validated)
