@@ -23,7 +23,7 @@ class Answer:
 
 
 def read_answer(awaiting: Awaiting, message: Message) -> Answer:
-    if awaiting.kind == "ask_user":
+    if awaiting.kind in ("ask_user", "tool_input"):
         return Answer(text=message.text())
     if awaiting.kind == "client_tools":
         try:

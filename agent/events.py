@@ -72,6 +72,16 @@ class ToolCallFinished:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class ToolProgress:
+    """A running call said how it is getting on (`report_progress`: a sub-agent's status)."""
+
+    call_id: str
+    name: str
+    text: str
+    kind: Literal["tool_progress"] = "tool_progress"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class ArtifactProduced:
     """A tool returned a file or data: an artifact of the task, for the client."""
 
@@ -132,6 +142,7 @@ AgentEvent = (
     | LLMCallFinished
     | ToolCallStarted
     | ToolCallFinished
+    | ToolProgress
     | ArtifactProduced
     | MessagesCommitted
     | TurnCompleted

@@ -153,6 +153,8 @@ class AgentLoop:
                 state.results[client_call.id] = SavedToolResult(
                     call_id=client_call.id, name=client_call.name, content=content, ok=ok
                 )
+        elif awaiting.kind == "tool_input":
+            state.tool_inputs[call.id].answer = answer
         elif awaiting.kind == "ask_user":
             state.results[call.id] = SavedToolResult(
                 call_id=call.id, name=call.name, content=answer, ok=True
@@ -168,6 +170,15 @@ class AgentLoop:
                 ok=False,
             )
         state.awaiting = None
+
+    async def abandon(self, state: LoopState) -> None:
+        """The suspended turn will not go on (its task was canceled): a call that waited for
+        the user lets go of what it holds (another agent's task is canceled)."""
+        awaiting = state.awaiting
+        if awaiting is not None and awaiting.kind == "tool_input":
+            waited = state.tool_inputs.get(awaiting.call.id)
+            if waited is not None:
+                await self._toolbox.abandon(awaiting.call, waited.state)
 
     async def _steps(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
         while True:

@@ -26,7 +26,7 @@ def text_message(task: Task, text: str) -> Message:
 
 def question_message(task: Task, awaiting: Awaiting) -> Message:
     """The status message of an input-required task: what the client must answer."""
-    if awaiting.kind == "ask_user":
+    if awaiting.kind in ("ask_user", "tool_input"):
         return text_message(task, awaiting.question)
     if awaiting.kind == "client_tools":
         return agent_message(task, [Part(data=tool_calls_data(awaiting.calls))])

@@ -34,6 +34,7 @@ from agent.events import (
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
     TurnCompleted,
     TurnFailed,
     TurnSuspended,
@@ -144,6 +145,8 @@ class TurnPublisher:
                 turn.tool_calls += 1
                 self.observer.on_tool_call(name, ok=ok)
                 await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+            case ToolProgress(name=name, text=text):
+                await self._progress(turn, f"{name}: {text}")
             case ArtifactProduced(artifact=artifact):
                 await self._produce(turn, artifact)
             case CheckpointReached(state=state):

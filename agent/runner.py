@@ -108,6 +108,7 @@ class TaskRunner:
         self.lease_ttl_s = lease_ttl_s
         self.slots = Slots(max_running_turns, what="running turns", per_key=max_turns_per_owner)
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
+        self._letting_go: set[asyncio.Task[None]] = set()
         self.on_launch: Callable[[str, str], None] = lambda task_id, owner: None
         """Called with each turn launched here (task id, owner): push delivery follows it."""
 
@@ -225,6 +226,18 @@ class TaskRunner:
             task.id, checkpoint.model_dump_json(), owner=owner, fence=fence
         )
         return checkpoint
+
+    async def saved_turn(self, task_id: str, *, owner: str) -> LoopState | None:
+        """The loop state a suspended task's turn saved (None: there is none)."""
+        saved = await self._checkpoints.load(task_id, owner=owner)
+        return TurnCheckpoint.model_validate_json(saved).loop if saved is not None else None
+
+    def abandon(self, state: LoopState) -> None:
+        """A suspended turn was canceled: what it waited on lets go (in the background: a
+        sub-agent that is slow to hear of it must not hold the cancel up)."""
+        job = asyncio.create_task(self._agent.loop.abandon(state))
+        self._letting_go.add(job)
+        job.add_done_callback(self._letting_go.discard)
 
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]

@@ -6,7 +6,7 @@ same state resumes a turn suspended for a human (ask_user, approvals) and a turn
 
 from __future__ import annotations
 
-from typing import Literal
+from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
@@ -21,10 +21,19 @@ class SavedToolResult(BaseModel):
     ok: bool
 
 
+class ToolInput(BaseModel):
+    """A tool call waiting for the user (another agent asked): its question, what resumes it
+    (the provider's state), and the answer once given."""
+
+    question: str
+    state: dict[str, Any]
+    answer: str | None = None
+
+
 class Awaiting(BaseModel):
     """What the suspended turn waits for from the client."""
 
-    kind: Literal["ask_user", "approval", "client_tools"]
+    kind: Literal["ask_user", "approval", "client_tools", "tool_input"]
     call: ToolCall
     question: str = ""
     calls: list[ToolCall] = Field(default_factory=list)
@@ -56,6 +65,8 @@ class LoopState(BaseModel):
     failure_streaks: dict[str, ToolFailureStreak] = Field(default_factory=dict)
     client_tools: list[ClientTool] = Field(default_factory=list)
     """Tools the client declared for this task (it runs them; the turn waits for results)."""
+    tool_inputs: dict[str, ToolInput] = Field(default_factory=dict)
+    """Pending calls that wait for the user, by call id (ToolNeedsInput)."""
 
     def frozen_copy(self) -> LoopState:
         """A copy sharing nothing with this state, made the way a checkpoint stores and loads

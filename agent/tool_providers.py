@@ -12,6 +12,7 @@ from __future__ import annotations
 
 from abc import ABC, abstractmethod
 from collections.abc import Callable, Iterable
+from contextvars import ContextVar
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -46,6 +47,33 @@ class ToolError(Exception):
     """A call failed in a way the model should read (the message is its tool result)."""
 
 
+class ToolNeedsInput(Exception):
+    """The call cannot go on without the user (another agent asked a question): the turn suspends
+    with `question` (TASK_STATE_INPUT_REQUIRED), and the user's answer goes to the provider's
+    `resume` with `state` (JSON, kept in the turn's checkpoint, so any replica can resume it)."""
+
+    def __init__(self, question: str, state: dict[str, Any]) -> None:
+        super().__init__(question)
+        self.question = question
+        self.state = state
+
+
+_progress: ContextVar[Callable[[str], None] | None] = ContextVar("tool_progress", default=None)
+
+
+def report_progress(text: str) -> None:
+    """From inside a tool call: a progress line the client sees as a WORKING status update
+    (`<tool>: <text>`). Outside a call (or with no one listening) it does nothing."""
+    listener = _progress.get()
+    if listener is not None and text.strip():
+        listener(text.strip())
+
+
+def listen_to_progress(listener: Callable[[str], None]) -> None:
+    """Where the current call's `report_progress` lines go (set in the task running the call)."""
+    _progress.set(listener)
+
+
 class ToolProvider(ABC):
     """A source of tools. Override `list_tools` and `call`; the lifecycle methods are optional."""
 
@@ -71,6 +99,17 @@ class ToolProvider(ABC):
     async def call(self, name: str, arguments: dict[str, Any], turn: TurnContext | None) -> Any:
         """Run one call; the return value is what a function tool may return (text, JSON,
         FileResult, DataResult). Raise ToolError with what the model should read."""
+
+    async def resume(
+        self, name: str, state: dict[str, Any], answer: str, turn: TurnContext | None
+    ) -> Any:
+        """Go on with a call that raised ToolNeedsInput, with the user's answer; returns what
+        `call` returns (and may ask again)."""
+        raise ToolError(f"the tool {name!r} cannot take an answer")
+
+    async def abandon(self, name: str, state: dict[str, Any]) -> None:
+        """The task was canceled while the call waited for the user: let go of what it holds."""
+        return None
 
     def status(self) -> str | None:
         """None when the source is up; else why it is not (the readiness endpoint shows it)."""

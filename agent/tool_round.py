@@ -22,10 +22,12 @@ from agent.events import (
     MessagesCommitted,
     ToolCallFinished,
     ToolCallStarted,
+    ToolProgress,
 )
 from agent.hooks import HookChain, ReplaceArguments, SupplyResult, TurnContext
-from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak
+from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak, ToolInput
 from agent.tool_outputs import TaskRejected
+from agent.tool_providers import listen_to_progress
 from agent.tools import Toolbox, ToolResult
 from agent.tracing import start_span
 from stores.models import ChatMessage, ToolCall
@@ -68,6 +70,9 @@ class ToolRound:
         for call in state.pending_calls:
             if call.id in state.results or call in for_client:
                 continue
+            waiting = state.tool_inputs.get(call.id)
+            if waiting is not None and waiting.answer is None:
+                continue  # asked the user; the question is put below
             if call.name == FINISH and FINISH in self._control:
                 result = str(arguments_of(call).get("result", ""))
                 state.finish_result = result
@@ -101,8 +106,21 @@ class ToolRound:
             return
         async for event in self._run(to_run, state, turn):
             yield event
-        if for_client and state.awaiting is None:
-            # Ours have run; the client's wait for the client (the turn suspends).
+        if state.awaiting is not None:
+            return
+        # Ours have run; what waits for the user suspends the turn, one question at a time.
+        asking = next(
+            (
+                call
+                for call in state.pending_calls
+                if call.id in state.tool_inputs and state.tool_inputs[call.id].answer is None
+            ),
+            None,
+        )
+        if asking is not None:
+            question = state.tool_inputs[asking.id].question
+            state.awaiting = Awaiting(kind="tool_input", call=asking, question=question)
+        elif for_client:
             state.awaiting = Awaiting(kind="client_tools", call=for_client[0], calls=for_client)
 
     async def _run(
@@ -114,6 +132,12 @@ class ToolRound:
         events: asyncio.Queue[AgentEvent | None] = asyncio.Queue()
 
         async def execute(call: ToolCall) -> ToolResult:
+            # Each call runs in a task of its own, so this listener is this call's alone.
+            listen_to_progress(
+                lambda text: events.put_nowait(
+                    ToolProgress(call_id=call.id, name=call.name, text=text)
+                )
+            )
             span = start_span("tool.execute", turn.trace, **{"tool.name": call.name})
             try:
                 result = await run_through_hooks(call)
@@ -124,18 +148,35 @@ class ToolRound:
                 span.end()
 
         async def run_through_hooks(call: ToolCall) -> ToolResult:
-            decision = await self._hooks.before_tool_call(turn, call)
-            if isinstance(decision, SupplyResult):
-                result = ToolResult(
-                    call_id=call.id, name=call.name, content=decision.content, ok=decision.ok
-                )
+            waited = state.tool_inputs.get(call.id)
+            if waited is not None and waited.answer is not None:
+                # The hooks saw this call start before it asked the user; it goes on now.
+                answer = (waited.state, waited.answer)
+                result = await self._toolbox.execute(call, turn, answer=answer)
             else:
-                if isinstance(decision, ReplaceArguments):
-                    call = call.model_copy(update={"arguments": json.dumps(decision.arguments)})
-                result = await self._toolbox.execute(call, turn)
+                decision = await self._hooks.before_tool_call(turn, call)
+                if isinstance(decision, SupplyResult):
+                    result = ToolResult(
+                        call_id=call.id, name=call.name, content=decision.content, ok=decision.ok
+                    )
+                else:
+                    if isinstance(decision, ReplaceArguments):
+                        arguments = json.dumps(decision.arguments)
+                        call = call.model_copy(update={"arguments": arguments})
+                    result = await self._toolbox.execute(call, turn)
+            if result.needs_input is not None:
+                return result  # not a result yet: the hooks hear of it when there is one
             return await self._hooks.after_tool_call(turn, call, result)
 
         def finished(result: ToolResult) -> None:
+            if result.needs_input is not None:
+                asked = result.needs_input
+                state.tool_inputs[result.call_id] = ToolInput(
+                    question=asked.question, state=asked.state
+                )
+                events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
+                return
+            state.tool_inputs.pop(result.call_id, None)
             state.tool_calls_made += 1  # counted with the result, so a checkpoint has both
             state.results[result.call_id] = SavedToolResult(
                 call_id=result.call_id, name=result.name, content=result.content, ok=result.ok
@@ -173,7 +214,9 @@ class ToolRound:
 
     def _check_errors(self, calls: list[ToolCall], state: LoopState) -> None:
         for call in calls:
-            result = state.results[call.id]
+            result = state.results.get(call.id)
+            if result is None:
+                continue  # waits for the user
             if result.ok:
                 state.failure_streaks.pop(call.name, None)
                 continue
@@ -209,5 +252,5 @@ class ToolRound:
         ]
         state.conversation.extend(unit)
         state.pending_calls, state.pending_content = [], None
-        state.results, state.approved = {}, []
+        state.results, state.approved, state.tool_inputs = {}, [], {}
         return MessagesCommitted(unit_id=f"{state.iterations}:tools", messages=unit)

@@ -20,7 +20,13 @@ from typing import Any
 from pydantic import ConfigDict, create_model
 
 from agent.tool_outputs import TaskRejected, split_output
-from agent.tool_providers import FunctionToolProvider, ToolError, ToolProvider, ToolSpec
+from agent.tool_providers import (
+    FunctionToolProvider,
+    ToolError,
+    ToolNeedsInput,
+    ToolProvider,
+    ToolSpec,
+)
 from stores.models import Artifact, ToolCall
 
 logger = logging.getLogger(__name__)
@@ -40,6 +46,8 @@ class ToolResult:
     ok: bool
     artifacts: tuple[Artifact, ...] = ()
     """Files and data the tool returned (FileResult, DataResult), for the client."""
+    needs_input: ToolNeedsInput | None = None
+    """The call waits for the user (no result yet): the question, and what resumes it."""
 
 
 class FunctionTool:
@@ -160,7 +168,8 @@ class Toolbox:
         self._routes: dict[str, tuple[ToolProvider, str]] = {}
         self._specs: list[ToolSpec] = []
         self.version = 0
-        """Bumped whenever a provider's list changes: what shows the tools (the card) rebuilds."""
+        """Bumped whenever the listed tools change: what shows the tools (the card) rebuilds."""
+        self._refreshing: set[asyncio.Task[list[ToolSpec]]] = set()
         for provider in self.providers:
             provider.on_change(self._changed)
         self._route(self._local, self._local_specs())
@@ -179,7 +188,14 @@ class Toolbox:
         return [tool.spec() for tool in self._local.tools.values()]
 
     def _changed(self) -> None:
-        self.version += 1
+        """A provider's list changed: list again now, not at the next model call, so the card
+        shows it too."""
+        try:
+            job = asyncio.get_running_loop().create_task(self.refresh())
+        except RuntimeError:  # no loop (outside the app): the next listing sees it
+            return
+        self._refreshing.add(job)
+        job.add_done_callback(self._refreshing.discard)
 
     async def start(self) -> None:
         """Start every provider (one that fails says so in its status), then list the tools."""
@@ -214,6 +230,7 @@ class Toolbox:
                 listed.append((provider, await provider.list_tools(turn)))
             except Exception as exc:
                 logger.warning("tools=<%s> | listing the tools failed: %s", provider.name, exc)
+        before = self._specs
         self._routes.clear()
         self._specs = []
         counts: dict[str, int] = {}
@@ -232,6 +249,8 @@ class Toolbox:
                 for spec in specs
             ]
             self._route(provider, qualified, original=specs)
+        if self._specs != before:
+            self.version += 1
         return list(self._specs)
 
     def _route(
@@ -284,8 +303,11 @@ class Toolbox:
             await asyncio.wait(jobs, timeout=1.0)
             raise
 
-    async def execute(self, call: ToolCall, turn: Any = None) -> ToolResult:
-        """Run one call; every failure becomes an error result."""
+    async def execute(
+        self, call: ToolCall, turn: Any = None, *, answer: tuple[dict[str, Any], str] | None = None
+    ) -> ToolResult:
+        """Run one call (`answer`: go on with a call that waited for the user, with its saved
+        state and the user's answer); every failure becomes an error result."""
 
         def failed(message: str) -> ToolResult:
             return ToolResult(
@@ -303,12 +325,19 @@ class Toolbox:
             return failed(f"arguments of {call.name!r} are not valid JSON: {exc}")
         if not isinstance(raw, dict):
             return failed(f"arguments of {call.name!r} must be a JSON object")
+        running = (
+            provider.call(name, raw, turn)
+            if answer is None
+            else provider.resume(name, answer[0], answer[1], turn)
+        )
         try:
-            value = await asyncio.wait_for(provider.call(name, raw, turn), self._timeout_s)
+            value = await asyncio.wait_for(running, self._timeout_s)
         except TimeoutError:
             return failed(f"tool {call.name!r} timed out after {self._timeout_s:g} s")
         except ToolError as exc:
             return failed(str(exc))
+        except ToolNeedsInput as exc:
+            return ToolResult(call_id=call.id, name=call.name, content="", ok=True, needs_input=exc)
         except TaskRejected:
             raise  # not a tool error: the turn ends, rejected
         except Exception as exc:
@@ -319,3 +348,14 @@ class Toolbox:
         return ToolResult(
             call_id=call.id, name=call.name, content=content, ok=True, artifacts=tuple(artifacts)
         )
+
+    async def abandon(self, call: ToolCall, state: dict[str, Any]) -> None:
+        """A call that waited for the user will not go on (its task was canceled)."""
+        route = self._routes.get(call.name)
+        if route is None:
+            return
+        provider, name = route
+        try:
+            await asyncio.wait_for(provider.abandon(name, state), self._timeout_s)
+        except Exception as exc:  # best effort: the cancel itself has happened
+            logger.info("tool=<%s> | letting go of a waiting call failed: %s", call.name, exc)

@@ -205,10 +205,13 @@ class RequestHandler:
         if state.is_interrupted:
             # Nobody runs it (waiting for input): record the cancel here, unless an answer has
             # just moved it on (then it runs somewhere: ask that process below).
+            saved = await runner.saved_turn(task.id, owner=owner)  # the cancel deletes it
             with contextlib.suppress(StateConflict):
                 await runner.publisher.record_state(
                     task, TaskState.CANCELED, owner=owner, text=_CANCELED, if_state=state
                 )
+                if saved is not None:
+                    runner.abandon(saved)
                 return
         fence = await runner.take_lease(task.id, owner=owner)
         if fence is not None:

@@ -28,7 +28,7 @@ from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
 from agent.litellm_client import LiteLLMClient
 from agent.llm import LLMClient
 from agent.loop import AgentLoop
-from agent.mcp_tools import MCPConfigError, MCPToolProvider, parse_mcp_servers
+from agent.mcp_tools import MCPToolProvider, parse_mcp_servers
 from agent.runner import TaskRunner
 from agent.scripted_model import SCRIPTED_MODEL_NAME, ScriptedModel
 from agent.supervisor import TurnSupervisor
@@ -79,37 +79,45 @@ def build_llm(settings: Settings) -> LLMClient:
 
 
 def build_tool_providers(settings: Settings) -> list[ToolProvider]:
-    """The tool sources the settings configure (AGENT_MCP_SERVERS, AGENT_REMOTE_AGENTS). A
-    configuration that does not parse is one broken source (logged, shown by /readyz); the
-    server starts all the same."""
-    providers: list[ToolProvider] = []
-    if settings.agent_mcp_servers:
-        try:
-            servers = parse_mcp_servers(settings.agent_mcp_servers)
-        except MCPConfigError as exc:
-            logger.error("mcp | AGENT_MCP_SERVERS is not usable: %s", exc)
-            providers.append(UnavailableSource("mcp", str(exc)))
-        else:
-            providers += [
-                MCPToolProvider(server, call_timeout_s=settings.agent_tool_timeout_s)
-                for server in servers
-            ]
-    if settings.agent_remote_agents:
-        try:
-            agents = parse_remote_agents(settings.agent_remote_agents)
-        except ValueError as exc:
-            logger.error("remote_agents | AGENT_REMOTE_AGENTS is not usable: %s", exc)
-            providers.append(UnavailableSource("remote_agents", str(exc)))
-        else:
-            providers += [
-                RemoteAgentProvider(
-                    agent,
-                    max_call_depth=settings.agent_max_call_depth,
-                    timeout_s=settings.agent_tool_timeout_s,
-                )
-                for agent in agents
-            ]
-    return providers
+    """The tool sources the settings configure (AGENT_MCP_SERVERS, AGENT_REMOTE_AGENTS)."""
+    mcp = _configured_sources(
+        "mcp",
+        "AGENT_MCP_SERVERS",
+        settings.agent_mcp_servers,
+        parse_mcp_servers,
+        lambda server: MCPToolProvider(server, call_timeout_s=settings.agent_tool_timeout_s),
+    )
+    remote = _configured_sources(
+        "remote_agents",
+        "AGENT_REMOTE_AGENTS",
+        settings.agent_remote_agents,
+        parse_remote_agents,
+        lambda agent: RemoteAgentProvider(
+            agent,
+            max_call_depth=settings.agent_max_call_depth,
+            timeout_s=settings.agent_tool_timeout_s,
+        ),
+    )
+    return mcp + remote
+
+
+def _configured_sources(
+    name: str,
+    variable: str,
+    value: str | None,
+    parse: Callable[[str], list[Any]],
+    provider: Callable[[Any], ToolProvider],
+) -> list[ToolProvider]:
+    """One provider per configured entry. A value that does not parse is one broken source
+    (logged, shown by /readyz): the server starts all the same."""
+    if not value:
+        return []
+    try:
+        entries = parse(value)
+    except ValueError as exc:
+        logger.error("%s | %s is not usable: %s", name, variable, exc)
+        return [UnavailableSource(name, str(exc))]
+    return [provider(entry) for entry in entries]
 
 
 def build_stores(settings: Settings) -> StoreSet:

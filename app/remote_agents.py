@@ -3,14 +3,17 @@
 The tool is named from the card's `name` (lower-cased, non-alphanumerics as `_`), described by the
 card, and takes one string argument, `message`. A call sends the message over A2A, in the
 generation and binding the card offers (1.0 before 0.3, JSON-RPC before HTTP+JSON), streams the
-answer and returns the final artifacts' text. The caller's trace context travels with it
+answer and returns the final artifacts' text. Its working status messages show in our task as
+progress; its question (input-required) becomes our client's, and the answer goes back down to its
+task (ToolNeedsInput / resume). The caller's trace context travels with it
 (`traceparent`), and so does the call depth (message metadata `a2aCallDepth`): a turn started by
 a call at AGENT_MAX_CALL_DEPTH cannot call further, so two agents calling each other stop.
-Cancelling our turn cancels the sub-agent's task.
+Cancelling our task (running, or waiting for that answer) cancels the sub-agent's task.
 """
 
 from __future__ import annotations
 
+import asyncio
 import json
 import logging
 import re
@@ -22,12 +25,19 @@ from typing import Any
 import httpx
 
 from agent.hooks import TurnContext
-from agent.tool_providers import ToolError, ToolProvider, ToolSpec
+from agent.tool_providers import (
+    ToolError,
+    ToolNeedsInput,
+    ToolProvider,
+    ToolSpec,
+    report_progress,
+)
 from agent.tracing import carrier_of
 
 logger = logging.getLogger(__name__)
 
 CALL_DEPTH_KEY = "a2aCallDepth"
+RETRY_MAX_S = 30.0  # the longest wait between two tries of a card that is not up yet
 _STATES_03 = {
     "submitted": "TASK_STATE_SUBMITTED",
     "working": "TASK_STATE_WORKING",
@@ -143,13 +153,31 @@ class RemoteAgentProvider(ToolProvider):
         self._spec: ToolSpec | None = None
         self._endpoint: Endpoint | None = None
         self._status: str | None = "not reached yet"
+        self._retrying: asyncio.Task[None] | None = None
 
     def status(self) -> str | None:
         return self._status
 
     async def start(self) -> None:
+        """Read the card; if the agent is not up yet (agents start in any order), keep trying in
+        the background, backing off to RETRY_MAX_S, until it is."""
+        if not await self._connect():
+            self._retrying = asyncio.create_task(self._keep_trying())
+
+    async def _keep_trying(self) -> None:
+        delay = 1.0
+        while True:
+            await asyncio.sleep(delay)
+            if await self._connect(quiet=True):
+                self.changed()  # a new tool: the card's skills and the next turn see it
+                return
+            delay = min(delay * 2, RETRY_MAX_S)
+
+    async def _connect(self, *, quiet: bool = False) -> bool:
         try:
-            response = await self._client.get(self._config.card_url, headers=self._config.headers)
+            response = await self._client.get(
+                self._config.card_url, headers=self._config.headers, timeout=10.0
+            )
             response.raise_for_status()
             card = response.json()
             self._endpoint = choose_endpoint(card)
@@ -169,20 +197,26 @@ class RemoteAgentProvider(ToolProvider):
             )
             self._status = None
             logger.info("remote_agent=<%s>, url=<%s> | ready", name, self._endpoint.url)
+            return True
         except (httpx.HTTPError, ValueError, ToolError) as exc:
             self._status = f"the agent card at {self._config.card_url} is not usable: {exc}"
-            logger.warning("remote_agent=<%s> | %s", self._config.card_url, self._status)
+            if not quiet:  # one line per broken source, not one per retry
+                logger.warning(
+                    "remote_agent=<%s> | %s; retrying in the background",
+                    self._config.card_url,
+                    self._status,
+                )
+            return False
 
     async def aclose(self) -> None:
+        if self._retrying is not None:
+            self._retrying.cancel()
         await self._client.aclose()
 
     async def list_tools(self, turn: TurnContext | None = None) -> list[ToolSpec]:
         return [self._spec] if self._spec is not None else []
 
     async def call(self, name: str, arguments: dict[str, Any], turn: TurnContext | None) -> Any:
-        endpoint = self._endpoint
-        if endpoint is None:
-            raise ToolError(f"the agent is unavailable: {self._status}")
         message = arguments.get("message")
         if not isinstance(message, str) or not message.strip():
             raise ToolError("`message` must be a non-empty string")
@@ -192,19 +226,41 @@ class RemoteAgentProvider(ToolProvider):
                 f"call depth limit reached ({self._max_call_depth}): agents calling agents"
                 " stop here (AGENT_MAX_CALL_DEPTH)"
             )
+        return await self._converse(message, depth, turn, task=None)
+
+    async def resume(
+        self, name: str, state: dict[str, Any], answer: str, turn: TurnContext | None
+    ) -> Any:
+        """Our user answered the agent's question: the answer goes down to its task."""
+        return await self._converse(answer, int(state.get("depth", 1)), turn, task=state)
+
+    async def abandon(self, name: str, state: dict[str, Any]) -> None:
+        if self._endpoint is not None and isinstance(state.get("taskId"), str):
+            await self._cancel(self._endpoint, state["taskId"], dict(self._config.headers))
+
+    async def _converse(
+        self, text: str, depth: int, turn: TurnContext | None, *, task: dict[str, Any] | None
+    ) -> Any:
+        """Send `text` (a new task, or an answer on `task`), relay the agent's progress, and
+        return its answer; its question becomes ours (ToolNeedsInput)."""
+        endpoint = self._endpoint
+        if endpoint is None:
+            raise ToolError(f"the agent is unavailable: {self._status}")
         headers = dict(self._config.headers)
         if turn is not None and turn.trace is not None:
             headers.update(carrier_of(turn.trace))
-        task_id: str | None = None
+        task_id: str | None = (task or {}).get("taskId")
+        context_id: str | None = (task or {}).get("contextId")
         texts: list[str] = []
         state: str | None = None
-        question = ""
+        status_text = ""
         try:
-            async for event in self._stream(endpoint, message, depth, headers):
+            async for event in self._stream(endpoint, text, depth, headers, task):
                 kind, payload = read_event(event)
                 if kind == "message":
                     return _texts(payload.get("parts") or payload.get("content") or [])
                 task_id = payload.get("taskId") or payload.get("id") or task_id
+                context_id = payload.get("contextId") or context_id
                 if kind == "artifact":
                     artifact = payload.get("artifact") or {}
                     parts = artifact.get("parts") or []
@@ -213,38 +269,53 @@ class RemoteAgentProvider(ToolProvider):
                     else:
                         texts = [_texts(parts)] if not texts else [*texts, "\n", _texts(parts)]
                 state = _state(payload) or state
-                if state == "TASK_STATE_INPUT_REQUIRED":
-                    status_message = (payload.get("status") or {}).get("message") or {}
-                    question = _texts(
-                        status_message.get("parts") or status_message.get("content") or []
-                    )
-                    break
-                if state in _ENDS:
+                status_message = (payload.get("status") or {}).get("message") or {}
+                status_text = _texts(
+                    status_message.get("parts") or status_message.get("content") or []
+                )
+                if state == "TASK_STATE_WORKING" and kind == "status" and status_text:
+                    report_progress(status_text)
+                if state == "TASK_STATE_INPUT_REQUIRED" or state in _ENDS:
                     break
         except BaseException:
             # Our turn was canceled (or the call failed): the sub-agent's task goes too.
             if task_id is not None and state not in _ENDS:
                 await self._cancel(endpoint, task_id, headers)
             raise
-        if state == "TASK_STATE_INPUT_REQUIRED":
-            if task_id is not None:
-                await self._cancel(endpoint, task_id, headers)
-            raise ToolError(f"the agent needs more input: {question or '(no question given)'}")
+        if state == "TASK_STATE_INPUT_REQUIRED" and task_id is not None:
+            # Its question is our user's to answer; the answer comes back through `resume`.
+            raise ToolNeedsInput(
+                status_text or "The agent needs more input.",
+                {"taskId": task_id, "contextId": context_id, "depth": depth},
+            )
         if state != "TASK_STATE_COMPLETED":
-            raise ToolError(f"the agent's task ended {state or 'without a state'}")
+            why = f": {status_text}" if status_text else ""
+            raise ToolError(f"the agent's task ended {state or 'without a state'}{why}")
         return "".join(texts)
 
     async def _stream(
-        self, endpoint: Endpoint, text: str, depth: int, headers: dict[str, str]
+        self,
+        endpoint: Endpoint,
+        text: str,
+        depth: int,
+        headers: dict[str, str],
+        task: dict[str, Any] | None,
     ) -> AsyncIterator[dict[str, Any]]:
         message_id = str(uuid.uuid4())
         metadata = {CALL_DEPTH_KEY: depth}
+        # An answer goes on the agent's task (and its context).
+        continuing = {
+            key: (task or {}).get(key)
+            for key in ("taskId", "contextId")
+            if isinstance((task or {}).get(key), str)
+        }
         if endpoint.generation == "1.0":
             message = {
                 "messageId": message_id,
                 "role": "ROLE_USER",
                 "parts": [{"text": text}],
                 "metadata": metadata,
+                **continuing,
             }
             headers = {**headers, "A2A-Version": "1.0"}
         elif endpoint.binding == "JSONRPC":
@@ -254,6 +325,7 @@ class RemoteAgentProvider(ToolProvider):
                 "role": "user",
                 "parts": [{"kind": "text", "text": text}],
                 "metadata": metadata,
+                **continuing,
             }
         else:
             message = {
@@ -261,6 +333,7 @@ class RemoteAgentProvider(ToolProvider):
                 "role": "ROLE_USER",
                 "content": [{"text": text}],
                 "metadata": metadata,
+                **continuing,
             }
         if endpoint.binding == "JSONRPC":
             method = "SendStreamingMessage" if endpoint.generation == "1.0" else "message/stream"

@@ -155,3 +155,15 @@ def test_the_offline_demo_model_runs_a_tool_the_user_names(fake_llm):
         rpc_client.close()
     finally:
         server.cleanup()
+
+
+def test_a_tool_added_at_run_time_is_offered_once_the_server_says_so(rpc, fake_llm, marker):
+    """The server's tools/list_changed notification: the card and the next turn see `secret`."""
+    assert run_call(rpc, fake_llm, marker, "stdio_unlock", {}) == "unlocked"
+    deadline = time.monotonic() + 10
+    while "secret" not in {
+        s["name"] for s in rpc.get("/.well-known/agent-card.json").json()["skills"]
+    }:
+        assert time.monotonic() < deadline, "the card never showed the new tool"
+        time.sleep(0.1)
+    assert run_call(rpc, fake_llm, f"{marker}-s", "secret", {}) == "the secret is 42"

@@ -7,8 +7,8 @@ import time
 import httpx
 import pytest
 
-from tests.e2e.harness import RpcClient, ServerProcess, new_id
-from tests.fakes.fake_llm import text, tool_calls
+from tests.e2e.harness import RpcClient, ServerProcess, new_id, send_params, stream_results
+from tests.fakes.fake_llm import error, text, tool_calls
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -112,3 +112,132 @@ def test_an_agent_that_is_down_is_named_by_readiness(agents):
     assert ready["status"] == "ready"
     [(name, why)] = ready["toolSourcesDown"].items()
     assert "127.0.0.1:9" in why and "not usable" in why
+
+
+def remote_task_for(remote: RpcClient, sub: str) -> dict:
+    tasks = remote.result("ListTasks", {})["tasks"]
+    [task] = [t for t in tasks if sub in str(t.get("history"))]
+    return task
+
+
+def test_the_sub_agents_progress_shows_in_our_task(clients, fake_llm, marker):
+    ours, _ = clients
+    sub = f"sum {marker}-sub"
+    fake_llm.script(
+        tool_calls([("weather_agent", {"message": sub})], when_user_contains=f"ask {marker}"),
+        tool_calls([("add", {"a": 2, "b": 3})], when_user_contains=sub),
+        text("5", when_user_contains=sub),
+        text("It is 5.", when_user_contains=f"ask {marker}"),
+    )
+    request_id = ours.next_id()
+    events = ours.stream_all("SendStreamingMessage", send_params(f"ask {marker}"), id=request_id)
+    progress = [
+        result["statusUpdate"]["status"]["message"]["parts"][0]["text"]
+        for result in stream_results(events, request_id)
+        if "statusUpdate" in result
+        and result["statusUpdate"]["status"]["state"] == "TASK_STATE_WORKING"
+        and result["statusUpdate"]["status"].get("message")
+    ]
+    # Ours, then the sub-agent's own (relayed, named by the tool), then ours again.
+    expected = [
+        "calling weather_agent",
+        "weather_agent: calling add",
+        "weather_agent: add finished",
+        "weather_agent finished",
+    ]
+    assert [line for line in progress if line in expected] == expected, progress
+    assert tool_result(fake_llm, f"ask {marker}") == "5"
+
+
+def test_the_sub_agents_question_is_ours_to_answer(clients, fake_llm, marker):
+    ours, remote = clients
+    sub = f"weather {marker}-sub"
+    fake_llm.script(
+        tool_calls([("weather_agent", {"message": sub})], when_user_contains=f"ask {marker}"),
+        tool_calls([("ask_user", {"question": "Which city?"})], when_user_contains=sub),
+        text("Sunny in Paris.", when_user_contains=sub),
+        text("Paris will be sunny.", when_user_contains=f"ask {marker}"),
+    )
+    task = ours.send(f"ask {marker}")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task["status"]
+    assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
+    asked = remote_task_for(remote, sub)
+    assert asked["status"]["state"] == "TASK_STATE_INPUT_REQUIRED"
+
+    done = ours.send("Paris", task_id=task["id"], context_id=task["contextId"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert done["artifacts"][0]["parts"][0]["text"] == "Paris will be sunny."
+    assert tool_result(fake_llm, f"ask {marker}") == "Sunny in Paris."
+    # The answer went down to the same task of the sub-agent, which then finished.
+    answered = remote_task_for(remote, sub)
+    assert answered["id"] == asked["id"]
+    assert answered["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert any(
+        part.get("text") == "Paris"
+        for message in answered["history"]
+        if message["role"] == "ROLE_USER"
+        for part in message["parts"]
+    ), answered["history"]
+
+
+def test_cancelling_our_task_while_the_sub_agent_asks_cancels_its_task(clients, fake_llm, marker):
+    ours, remote = clients
+    sub = f"which {marker}-sub"
+    fake_llm.script(
+        tool_calls([("weather_agent", {"message": sub})], when_user_contains=f"ask {marker}"),
+        tool_calls([("ask_user", {"question": "Which city?"})], when_user_contains=sub),
+    )
+    task = ours.send(f"ask {marker}")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task["status"]
+    ours.result("CancelTask", {"id": task["id"]})
+    deadline = time.monotonic() + 10
+    while (state := remote_task_for(remote, sub)["status"]["state"]) != "TASK_STATE_CANCELED":
+        assert time.monotonic() < deadline, state
+        time.sleep(0.1)
+
+
+def test_a_sub_agent_that_fails_is_a_tool_error(clients, fake_llm, marker):
+    ours, _ = clients
+    sub = f"break {marker}-sub"
+    fake_llm.script(
+        tool_calls([("weather_agent", {"message": sub})], when_user_contains=f"ask {marker}"),
+        error(400, "the model refused", when_user_contains=sub),
+        text("The weather agent is broken.", when_user_contains=f"ask {marker}"),
+    )
+    task = ours.send(f"ask {marker}")
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    result = tool_result(fake_llm, f"ask {marker}")
+    assert result.startswith("Error: the agent's task ended TASK_STATE_FAILED"), result
+
+
+def test_two_agents_calling_each_other_stop_at_the_depth_limit(fake_llm, marker):
+    a = ServerProcess(fake_llm.base_url, env={"AGENT_NAME": "Agent A", "AGENT_MAX_CALL_DEPTH": "2"})
+    b = ServerProcess(fake_llm.base_url, env={"AGENT_NAME": "Agent B", "AGENT_MAX_CALL_DEPTH": "2"})
+    a.extra_env["AGENT_REMOTE_AGENTS"] = f"{b.url}/.well-known/agent-card.json"
+    b.extra_env["AGENT_REMOTE_AGENTS"] = f"{a.url}/.well-known/agent-card.json"
+    b.start()  # A is not up yet: B keeps trying its card in the background
+    a.start()
+    client = RpcClient(a.url)
+    try:
+        deadline = time.monotonic() + 20
+        while httpx.get(b.url + "/readyz", timeout=5).json().get("toolSourcesDown"):
+            assert time.monotonic() < deadline, "B never reached A's card"
+            time.sleep(0.2)
+        hop = [f"hop{n} {marker}" for n in range(4)]
+        fake_llm.script(
+            tool_calls([("agent_b", {"message": hop[1]})], when_user_contains=hop[0]),
+            tool_calls([("agent_a", {"message": hop[2]})], when_user_contains=hop[1]),
+            tool_calls([("agent_b", {"message": hop[3]})], when_user_contains=hop[2]),
+            text("A stops here.", when_user_contains=hop[2]),
+            text("B heard A.", when_user_contains=hop[1]),
+            text("A heard B.", when_user_contains=hop[0]),
+        )
+        task = client.send(hop[0])
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        assert task["artifacts"][0]["parts"][0]["text"] == "A heard B."
+        assert "call depth limit reached (2)" in tool_result(fake_llm, hop[2])
+        assert fake_llm.requests_for(hop[3]) == []  # the third call never left A
+    finally:
+        client.close()
+        a.cleanup()
+        b.cleanup()

@@ -3,7 +3,8 @@
     python server.py stdio
     python server.py http PORT
 
-Tools: `add(a, b)`, `slow(seconds)`, `crash()` (the process exits mid-call), `shout(text)`.
+Tools: `add(a, b)`, `slow(seconds)`, `crash()` (the process exits mid-call), `shout(text)`,
+`unlock()` (adds `secret()` and says the list changed).
 """
 
 from __future__ import annotations
@@ -12,7 +13,7 @@ import asyncio
 import os
 import sys
 
-from mcp.server.fastmcp import FastMCP
+from mcp.server.fastmcp import Context, FastMCP
 
 port = int(sys.argv[2]) if len(sys.argv) > 2 else 8000
 server = FastMCP("test-tools", host="127.0.0.1", port=port, log_level="WARNING")
@@ -41,6 +42,19 @@ def crash() -> str:
 def shout(text: str) -> str:
     """Upper-case a text."""
     return text.upper()
+
+
+def secret() -> str:
+    """Tell the secret (only after `unlock`)."""
+    return "the secret is 42"
+
+
+@server.tool()
+async def unlock(ctx: Context) -> str:
+    """Add the `secret` tool, and tell the client that the tool list changed."""
+    server.add_tool(secret)
+    await ctx.session.send_tool_list_changed()
+    return "unlocked"
 
 
 if __name__ == "__main__":
