@@ -47,6 +47,7 @@ _STATES_03 = {
     "canceled": "TASK_STATE_CANCELED",
     "failed": "TASK_STATE_FAILED",
     "rejected": "TASK_STATE_REJECTED",
+    "TASK_STATE_CANCELLED": "TASK_STATE_CANCELED",  # 0.3 ProtoJSON (HTTP+JSON) spells it so
 }
 _ENDS = {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
 
@@ -126,6 +127,7 @@ def read_event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
         ("statusUpdate", "status"),
         ("artifactUpdate", "artifact"),
         ("message", "message"),
+        ("msg", "message"),  # 0.3 ProtoJSON (HTTP+JSON)
     ):
         if key in event:
             return kind, event[key]
