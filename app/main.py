@@ -135,6 +135,7 @@ def build_stores(settings: Settings) -> StoreSet:
         max_running_turns=settings.a2a_max_running_turns,
         max_streams=settings.a2a_max_streams,
         command_timeout_s=settings.redis_command_timeout_s,
+        cluster=settings.redis_cluster,
     )
 
 
@@ -144,6 +145,9 @@ def describe_stores(settings: Settings) -> str:
     if not settings.redis_url:
         return "stores=<memory>"
     url = urlsplit(settings.redis_url)
+    if settings.redis_cluster or url.scheme.endswith("+cluster"):
+        hosts = url.netloc.rpartition("@")[2]  # seed nodes, without the credentials
+        return f"stores=<redis-cluster>, url=<{url.scheme}://{hosts}>"
     try:
         where = f"{url.hostname or 'localhost'}:{url.port or 6379}"
     except ValueError:  # an unreadable port: say so rather than echo the URL

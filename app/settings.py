@@ -138,7 +138,12 @@ class Settings(BaseSettings):
         2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
     )
     redis_url: str | None = Field(
-        None, description="Redis URL (`redis://` or `rediss://`); unset = in-memory stores."
+        None,
+        description="Redis URL (`redis://` or `rediss://`; a cluster:"
+        " `redis+cluster://host:port,host:port`); unset = in-memory stores.",
+    )
+    redis_cluster: bool = Field(
+        False, description="REDIS_URL names seed nodes of a Redis Cluster (as `redis+cluster://`)."
     )
     redis_key_prefix: str = Field(
         "a2a", min_length=1, description="Prefix of every Redis key the server writes."
@@ -341,8 +346,12 @@ class Settings(BaseSettings):
     @field_validator("redis_url")
     @classmethod
     def _redis_scheme(cls, value: str | None) -> str | None:
-        if value and not value.startswith(("redis://", "rediss://")):
-            raise ValueError("REDIS_URL must start with redis:// or rediss://")
+        schemes = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
+        if value and not value.startswith(schemes):
+            raise ValueError(
+                "REDIS_URL must start with redis://, rediss://, redis+cluster:// or"
+                " rediss+cluster://"
+            )
         return value
 
     @field_validator("a2a_outbound_allow", "a2a_push_allowed_hosts")

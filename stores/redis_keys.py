@@ -16,15 +16,18 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:rate:{<principal>}                HASH    tokens, at (ms): the principal's rate-limit bucket
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
     p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
-    p:leases                            ZSET    "<owner>:<task>" of held leases, score = expiry ms
+    p:leases:{b<n>}                     ZSET    "<owner>:<task>" of held leases, score = expiry ms,
+                                                in bucket n = crc32(member) % LEASE_BUCKETS
     p:processes                         ZSET    live server processes, score = heartbeat expiry ms
     p:cancel                            pub/sub channel of cancel requests (not a key)
 
 Structural scoping: the owner is in every key, so one owner cannot name another's data.
 Redis Cluster: the `{...}` hash tag puts the keys one operation touches together in one slot: all
 of a task's keys carry `{<task>}`, a conversation's `{<context>}`, an owner's list indexes
-`{<owner>}`. `p:leases` is the one key shared by all owners: the expiry sweep is global by nature,
-and the key stays small (one member per running turn).
+`{<owner>}`. The running-leases index is split into LEASE_BUCKETS keys of their own slots, so lease
+renewals spread over the shards instead of all writing one key; a sweep reads every bucket (one
+pipelined script per bucket, each within its slot). `p:processes` (one write per replica per
+heartbeat) and the cancel channel are the only keys every replica shares.
 
 Owner and ids are percent-encoded (everything but letters, digits and `-._~`), so a `:`, `{` or
 `}` in them can neither make two keys collide nor move a hash tag. The empty string is encoded as
@@ -34,8 +37,12 @@ never occurs.
 
 from __future__ import annotations
 
+import zlib
 from dataclasses import dataclass
 from urllib.parse import quote, unquote
+
+LEASE_BUCKETS = 16
+"""The running-leases index is split in this many keys, each a hash tag (a slot) of its own."""
 
 
 def encode(value: str) -> str:
@@ -110,8 +117,13 @@ class RedisKeys:
 
     # --- global: the running leases (one small key) and the cancel channel ---
 
-    def running_leases(self) -> str:
-        return f"{self.prefix}:leases"
+    def running_leases(self, bucket: int) -> str:
+        return f"{self.prefix}:leases:{{b{bucket}}}"
+
+    @staticmethod
+    def lease_bucket(member: str) -> int:
+        """The running-leases bucket of a lease member (stable across processes)."""
+        return zlib.crc32(member.encode()) % LEASE_BUCKETS
 
     def processes(self) -> str:
         return f"{self.prefix}:processes"

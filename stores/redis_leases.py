@@ -1,15 +1,17 @@
 """RedisLeaseStore: which process runs which turn, cancel flags, and the cancel channel.
 
     acquire / renew --EVALSHA (slot {task}: lease + cancel flag)--> epoch, expiry (server time)
-            |  then, only if held: ZADD p:leases "<owner>:<task>" expiry     (second step)
+            |  then, only if held: ZADD p:leases:{b<n>} "<owner>:<task>" expiry (second step)
             v
-    expired() --> ZRANGEBYSCORE p:leases -inf <now>, each checked against its lease hash
+    expired() --> ZRANGEBYSCORE p:leases:{b<n>} -inf <now> for every bucket n (one pipeline),
+                  each candidate checked against its lease hash (by that shard's clock)
 
     request_cancel --> SET the cancel flag if the lease exists + PUBLISH p:cancel
                   --> every `cancel_requests()` listener (pub/sub), and the holder's next renew
 
-The lease hash is the truth; `p:leases` is an index of it, updated as a second step because it is
-one global key (another slot than the task's). Expiry is decided by the hash's `expires` field
+The lease hash is the truth; the running-leases index (LEASE_BUCKETS keys, each its own slot, so
+no one key takes every renewal of every replica) is updated as a second step because it is in
+another slot than the task's. Expiry is decided by the hash's `expires` field
 against Redis server time (TIME in the script), so process clocks never matter. The hash itself
 carries the TTL of its task (it is garbage, not a lease, once that long has passed), so a holder
 that renews late still holds its lease unless another holder took it (LeaseStatus.LOST means
@@ -44,14 +46,21 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import LeaseStatus, LeaseStore, TaskRef
-from stores.redis_keys import RedisKeys
-from stores.redis_support import LUA_NOW_MS, LuaScript, redis_available, run_pipeline, text
+from stores.redis_keys import LEASE_BUCKETS, RedisKeys
+from stores.redis_support import (
+    LUA_NOW_MS,
+    AnyPipeline,
+    LuaScript,
+    RedisClient,
+    ready,
+    redis_available,
+    run_pipeline,
+    text,
+)
 
 logger = logging.getLogger(__name__)
 
@@ -135,12 +144,25 @@ return 1
 """
 )
 
-# KEYS: running leases. ARGV: limit, key ttl ms. Returns {now, members expired by now}.
+# KEYS: one bucket of the running leases. ARGV: limit, key ttl ms. Returns the members whose
+# index score says expired by now (candidates: the lease hash decides).
 _EXPIRED = LuaScript(
     LUA_NOW_MS
     + """
 redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
-return {now, redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))}
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+"""
+)
+
+# KEYS: lease. Returns 0 if no holder has it, 1 if held and live, 2 if held but expired (by the
+# clock of the lease's own shard, which set its expiry).
+_LEASE_STATE = LuaScript(
+    LUA_NOW_MS
+    + """
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+if not lease[1] then return 0 end
+if tonumber(lease[2]) > now then return 1 end
+return 2
 """
 )
 
@@ -161,7 +183,9 @@ _STATUS = {0: LeaseStatus.LOST, 1: LeaseStatus.HELD, 2: LeaseStatus.CANCEL_REQUE
 
 
 class RedisLeaseStore(LeaseStore):
-    def __init__(self, client: Redis, *, prefix: str = "a2a", ttl_s: int = 7 * 24 * 3600) -> None:
+    def __init__(
+        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = 7 * 24 * 3600
+    ) -> None:
         self._redis = client
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
@@ -191,7 +215,7 @@ class RedisLeaseStore(LeaseStore):
             return []
         ttls = [int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
 
-        def build(pipe: Pipeline) -> None:
+        def build(pipe: AnyPipeline) -> None:
             for ref, holder in held:
                 _RENEW.queue(pipe, self._task_keys(ref.owner, ref.task_id), [holder, *ttls])
 
@@ -213,9 +237,8 @@ class RedisLeaseStore(LeaseStore):
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         with redis_available():
             if await _RELEASE(self._redis, self._task_keys(owner, task_id), [holder]):
-                await self._redis.zrem(
-                    self._keys.running_leases(), self._keys.lease_member(owner, task_id)
-                )
+                member = self._keys.lease_member(owner, task_id)
+                await self._redis.zrem(self._index_key(member), member)
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
         with redis_available():
@@ -233,10 +256,19 @@ class RedisLeaseStore(LeaseStore):
         """Scans the running leases (one member per running turn, on every replica): this runs
         only when a process is found dead, not on every sweep."""
         with redis_available():
-            members = await self._redis.zrange(self._keys.running_leases(), 0, -1)
-            refs = [TaskRef(*self._keys.parse_lease_member(text(member))) for member in members]
 
-            def holders(pipe: Pipeline) -> None:
+            def every_bucket(pipe: AnyPipeline) -> None:
+                for bucket in range(LEASE_BUCKETS):
+                    pipe.zrange(self._keys.running_leases(bucket), 0, -1)
+
+            buckets = await run_pipeline(self._redis, every_bucket)
+            refs = [
+                TaskRef(*self._keys.parse_lease_member(text(member)))
+                for members in buckets
+                for member in members
+            ]
+
+            def holders(pipe: AnyPipeline) -> None:
                 for ref in refs:
                     pipe.hget(self._keys.lease(ref.owner, ref.task_id), "holder")
 
@@ -255,12 +287,10 @@ class RedisLeaseStore(LeaseStore):
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         message = json.dumps({"owner": owner, "taskId": task_id})
 
-        def build(pipe: Pipeline) -> None:
-            _FLAG_CANCEL.queue(pipe, self._task_keys(owner, task_id), [self._ttl_ms])
-            pipe.publish(self._keys.cancel_channel(), message)
-
         with redis_available():
-            await run_pipeline(self._redis, build, scripts=[_FLAG_CANCEL])
+            # Two round trips: a cluster pipeline takes no PUBLISH (it has no key to route by).
+            await _FLAG_CANCEL(self._redis, self._task_keys(owner, task_id), [self._ttl_ms])
+            await self._redis.publish(self._keys.cancel_channel(), message)
 
     async def cancel_requests(self) -> AsyncIterator[TaskRef]:
         """Listen on the cancel channel with a pub/sub connection of its own, for good.
@@ -270,8 +300,10 @@ class RedisLeaseStore(LeaseStore):
         """
         backoff = 0.1
         while True:
-            pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
+            pubsub = None
             try:
+                await ready(self._redis)
+                pubsub = self._redis.pubsub(ignore_subscribe_messages=True)
                 await pubsub.subscribe(self._keys.cancel_channel())
                 backoff = 0.1
                 while True:
@@ -286,39 +318,62 @@ class RedisLeaseStore(LeaseStore):
                 await asyncio.sleep(backoff)
                 backoff = min(backoff * 2, 5.0)
             finally:
-                await pubsub.aclose()  # type: ignore[no-untyped-call]
+                if pubsub is not None:
+                    await pubsub.aclose()  # type: ignore[no-untyped-call]
 
     async def expired(self, *, limit: int = 100) -> list[TaskRef]:
+        """Every bucket's candidates in one pipelined round trip (a script per bucket, each in its
+        slot), then each candidate checked against its lease hash in a second one."""
+
+        def sweep(pipe: AnyPipeline) -> None:
+            for bucket in range(LEASE_BUCKETS):
+                _EXPIRED.queue(pipe, [self._keys.running_leases(bucket)], [limit, self._ttl_ms])
+
         with redis_available():
-            now, members = await _EXPIRED(
-                self._redis, [self._keys.running_leases()], [limit, self._ttl_ms]
-            )
-            candidates = [self._keys.parse_lease_member(text(member)) for member in members]
+            buckets = await run_pipeline(self._redis, sweep, scripts=[_EXPIRED])
+            candidates = [
+                self._keys.parse_lease_member(text(member))
+                for members in buckets
+                for member in members
+            ][:limit]
             if not candidates:
                 return []
 
-            def check(pipe: Pipeline) -> None:
+            def check(pipe: AnyPipeline) -> None:
                 for owner, task_id in candidates:
-                    pipe.hmget(self._keys.lease(owner, task_id), ["holder", "expires"])
+                    _LEASE_STATE.queue(pipe, [self._keys.lease(owner, task_id)], [])
 
-            leases = await run_pipeline(self._redis, check)
+            states = await run_pipeline(self._redis, check, scripts=[_LEASE_STATE])
             expired: list[TaskRef] = []
             gone: list[str] = []
-            for (owner, task_id), (held_by, expires) in zip(candidates, leases, strict=True):
-                if held_by is None:
+            for (owner, task_id), state in zip(candidates, states, strict=True):
+                if int(state) == 0:
                     gone.append(self._keys.lease_member(owner, task_id))
-                elif int(expires) <= int(now):
+                elif int(state) == 2:
                     expired.append(TaskRef(owner, task_id))
             if gone:
-                await self._redis.zrem(self._keys.running_leases(), *gone)
+
+                def drop(pipe: AnyPipeline) -> None:
+                    for member in gone:
+                        pipe.zrem(self._index_key(member), member)
+
+                await run_pipeline(self._redis, drop)
         return expired
 
-    async def _index(self, expiries: dict[str, int]) -> None:
-        """Record held leases' expiries (member -> ms) in the running-leases index."""
+    def _index_key(self, member: str) -> str:
+        return self._keys.running_leases(self._keys.lease_bucket(member))
 
-        def build(pipe: Pipeline) -> None:
-            pipe.zadd(self._keys.running_leases(), expiries)
-            pipe.pexpire(self._keys.running_leases(), self._ttl_ms)
+    async def _index(self, expiries: dict[str, int]) -> None:
+        """Record held leases' expiries (member -> ms) in the running-leases index, each in its
+        bucket (one round trip; on a cluster, split by shard)."""
+        by_key: dict[str, dict[str, int]] = {}
+        for member, expiry in expiries.items():
+            by_key.setdefault(self._index_key(member), {})[member] = expiry
+
+        def build(pipe: AnyPipeline) -> None:
+            for key, members in by_key.items():
+                pipe.zadd(key, members)
+                pipe.pexpire(key, self._ttl_ms)
 
         await run_pipeline(self._redis, build)
 

@@ -5,12 +5,10 @@ from __future__ import annotations
 
 import builtins
 
-from redis.asyncio import Redis
-
 from stores.base import PushConfigStore
 from stores.models import PushConfig
 from stores.redis_keys import RedisKeys
-from stores.redis_support import LuaScript, redis_available
+from stores.redis_support import LuaScript, RedisClient, redis_available
 
 # The cursor only moves forward: a replica that took the task over and one still finishing a
 # delivery may both record progress, and the earlier position must not win.
@@ -24,7 +22,7 @@ return 1
 
 
 class RedisPushConfigStore(PushConfigStore):
-    def __init__(self, client: Redis, *, prefix: str = "a2a", ttl_s: float = 86_400) -> None:
+    def __init__(self, client: RedisClient, *, prefix: str = "a2a", ttl_s: float = 86_400) -> None:
         self._redis = client
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)

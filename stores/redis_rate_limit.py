@@ -10,11 +10,9 @@ from __future__ import annotations
 
 import math
 
-from redis.asyncio import Redis
-
 from stores.rate_limit import RateDecision, RateLimit, RateLimiter
 from stores.redis_keys import RedisKeys
-from stores.redis_support import LUA_NOW_MS, LuaScript, redis_available
+from stores.redis_support import LUA_NOW_MS, LuaScript, RedisClient, redis_available
 
 # KEYS[1] the bucket; ARGV: capacity, tokens per ms, TTL (ms). Returns {allowed, wait ms}.
 _TAKE = LuaScript(
@@ -47,7 +45,7 @@ class RedisRateLimiter(RateLimiter):
     the request or lets it through).
     """
 
-    def __init__(self, client: Redis, limit: RateLimit, *, prefix: str = "a2a") -> None:
+    def __init__(self, client: RedisClient, limit: RateLimit, *, prefix: str = "a2a") -> None:
         super().__init__(limit)
         self._client = client
         self._keys = RedisKeys(prefix)

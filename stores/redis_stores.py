@@ -21,11 +21,12 @@ from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUn
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
 from stores.rate_limit import RateLimit, RateLimiter
+from stores.redis_cluster import ClusterAddress, cluster_client, is_cluster_url
 from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
 from stores.redis_push import RedisPushConfigStore
 from stores.redis_rate_limit import RedisRateLimiter
-from stores.redis_support import LuaScript, redis_available, text
+from stores.redis_support import LuaScript, RedisClient, redis_available, text
 from stores.redis_tasks import RedisTaskStore
 
 __all__ = [
@@ -92,7 +93,9 @@ class RedisMessageStore(MessageStore):
     """A context's conversation as a LIST of ChatMessage JSON, the ids of the units appended to
     it as a SET, its claim as a string; all in the context's slot."""
 
-    def __init__(self, client: Redis, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S) -> None:
+    def __init__(
+        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S
+    ) -> None:
         self._redis = client
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
@@ -142,7 +145,9 @@ class RedisMessageStore(MessageStore):
 class RedisCheckpointStore(CheckpointStore):
     """One string per task, expiring `ttl_s` after it was last saved."""
 
-    def __init__(self, client: Redis, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S) -> None:
+    def __init__(
+        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S
+    ) -> None:
         self._redis = client
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
@@ -216,9 +221,9 @@ class RedisStores:
     checkpoints: RedisCheckpointStore
     leases: RedisLeaseStore
     pushes: RedisPushConfigStore
-    client: Redis
-    read_client: Redis
-    lease_client: Redis
+    client: RedisClient
+    read_client: RedisClient
+    lease_client: RedisClient
     prefix: str = "a2a"
     ping_timeout_s: float = 3.0
 
@@ -253,8 +258,10 @@ def create_redis_stores(
     max_running_turns: int = 64,
     max_streams: int = 1000,
     command_timeout_s: float = 1.5,
+    cluster: bool = False,
 ) -> RedisStores:
-    """Build the Redis stores for a `redis://` or `rediss://` URL (TLS with the latter).
+    """Build the Redis stores for a `redis://` or `rediss://` URL (TLS with the latter), or a
+    Redis Cluster (`redis+cluster://host:port,...`, or `cluster=True`: see stores.redis_cluster).
 
     Three clients, each with a pool of its own, sized by `PoolSizes.for_limits`: commands,
     blocking journal reads, and leases (renewals, the cancel listener, the readiness probe).
@@ -273,14 +280,27 @@ def create_redis_stores(
     task store bounds each one itself, the wait for a connection included. Nothing connects
     until the first command.
     """
-    if not url.startswith(("redis://", "rediss://")):
+    if not url.startswith(("redis://", "rediss://")) and not is_cluster_url(url):
         raise ValueError(
-            f"REDIS_URL must start with redis:// or rediss:// (got {url.split(':')[0]!r})"
+            "REDIS_URL must start with redis://, rediss://, redis+cluster:// or"
+            f" rediss+cluster:// (got {url.split(':')[0]!r})"
         )
     sizes = PoolSizes.for_limits(max_running_turns=max_running_turns, max_streams=max_streams)
     pool_wait_s = POOL_WAITS * command_timeout_s
+    address = ClusterAddress.parse(url) if cluster or is_cluster_url(url) else None
 
-    def client_of(size: int, *, timeout_s: float | None, connect_timeout_s: float) -> Redis:
+    def client_of(size: int, *, timeout_s: float | None, connect_timeout_s: float) -> RedisClient:
+        if address is not None:
+            # Per shard: the same pool sizes, routed by slot; a failover (MOVED, a dropped
+            # connection) makes the client read the slot map again.
+            return cluster_client(
+                address,
+                max_connections=size,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=connect_timeout_s,
+                retry=Retry(NoBackoff(), retries=1),
+                decode_responses=False,
+            )
         return Redis.from_pool(
             BlockingConnectionPool.from_url(
                 url,

@@ -10,21 +10,32 @@ from typing import Any
 
 from redis.asyncio import Redis
 from redis.asyncio.client import Pipeline
+from redis.asyncio.cluster import ClusterPipeline, RedisCluster
+from redis.exceptions import ClusterDownError, NoScriptError, ResponseError, TryAgainError
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import StoreUnavailable
+from stores.redis_cluster import ClusterClient
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
+
+RedisClient = Redis | RedisCluster
+"""One Redis, or a Redis Cluster (the stores use either the same way)."""
+AnyPipeline = Pipeline | ClusterPipeline
 
 
 @contextmanager
 def redis_available() -> Iterator[None]:
-    """Turn "Redis cannot be reached" (refused, lost, timed out) into StoreUnavailable."""
+    """Turn "Redis cannot be reached" (refused, lost, timed out; on a cluster also a shard
+    without a master, or a failover under way) into StoreUnavailable."""
     try:
         yield
-    except (RedisConnectionError, RedisTimeoutError) as exc:
+    except (RedisConnectionError, RedisTimeoutError, ClusterDownError, TryAgainError) as exc:
+        raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
+    except ResponseError as exc:
+        if not str(exc).startswith(("UNBLOCKED", "MASTERDOWN", "LOADING", "READONLY")):
+            raise
         raise StoreUnavailable(f"Redis is unavailable: {exc}") from exc
 
 
@@ -51,25 +62,35 @@ class LuaScript:
         self.source = source
         self.sha = hashlib.sha1(source.encode(), usedforsecurity=False).hexdigest()
 
-    async def __call__(self, client: Redis, keys: Sequence[str], args: Sequence[Any]) -> Any:
+    async def __call__(self, client: RedisClient, keys: Sequence[str], args: Sequence[Any]) -> Any:
         try:
             return await client.evalsha(self.sha, len(keys), *keys, *args)
         except NoScriptError:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
-    def queue(self, pipe: Pipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
-        pipe.evalsha(self.sha, len(keys), *keys, *args)
+    def queue(self, pipe: AnyPipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
+        # The command itself: a cluster pipeline refuses `evalsha()` by name, yet routes an
+        # EVALSHA by its keys (all of one slot here) like any other command.
+        pipe.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+
+
+async def ready(client: RedisClient) -> None:
+    """Before a pipeline or a pub/sub connection (which do not route through the client's
+    `execute_command`): a cluster client knows its slot map."""
+    if isinstance(client, ClusterClient):
+        await client.ready()
 
 
 async def run_pipeline(
-    client: Redis, build: Callable[[Pipeline], None], *, scripts: Sequence[LuaScript] = ()
+    client: RedisClient, build: Callable[[AnyPipeline], None], *, scripts: Sequence[LuaScript] = ()
 ) -> list[Any]:
     """Send the commands `build` queues in one round trip (not a transaction) and return replies.
 
     If Redis does not know a script yet, load `scripts` and send the whole pipeline again: every
     pipeline built here is idempotent apart from its scripts, which did not run.
     """
+    await ready(client)
     for attempt in range(2):
         pipe = client.pipeline(transaction=False)
         build(pipe)

@@ -31,8 +31,7 @@ import builtins
 import logging
 from typing import Any
 
-from redis.asyncio import Redis
-from redis.asyncio.client import Pipeline
+from redis.exceptions import ResponseError
 
 from stores.base import (
     Fence,
@@ -50,7 +49,9 @@ from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapsho
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis_keys import RedisKeys
 from stores.redis_support import (
+    AnyPipeline,
     LuaScript,
+    RedisClient,
     redis_available,
     run_pipeline,
     text,
@@ -122,12 +123,12 @@ class RedisTaskStore(TaskStore):
 
     def __init__(
         self,
-        client: Redis,
+        client: RedisClient,
         *,
         prefix: str = "a2a",
         ttl_s: int = 7 * 24 * 3600,
         journal_max: int = 10_000,
-        read_client: Redis | None = None,
+        read_client: RedisClient | None = None,
     ) -> None:
         self._redis = client
         self._read_redis = read_client or client
@@ -146,7 +147,7 @@ class RedisTaskStore(TaskStore):
             self._journal_max,
         ]
 
-        def build(pipe: Pipeline) -> None:
+        def build(pipe: AnyPipeline) -> None:
             _CREATE.queue(pipe, keys, args)
             self._queue_index(pipe, task, owner, add=True)
 
@@ -177,7 +178,7 @@ class RedisTaskStore(TaskStore):
         with redis_available():
             task_ids = [text(member) for member in await self._redis.zrange(index, 0, -1)]
 
-            def fetch_fields(pipe: Pipeline) -> None:
+            def fetch_fields(pipe: AnyPipeline) -> None:
                 for task_id in task_ids:
                     pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us"])
 
@@ -205,7 +206,7 @@ class RedisTaskStore(TaskStore):
                 )
             page = matching[start : start + query.page_size]
 
-            def fetch_page(pipe: Pipeline) -> None:
+            def fetch_page(pipe: AnyPipeline) -> None:
                 for _, task_id in page:
                     pipe.hget(self._keys.task(owner, task_id), "task")
                 if gone:
@@ -263,7 +264,7 @@ class RedisTaskStore(TaskStore):
                     if_state.value if if_state is not None else "",
                 ]
 
-                def build(pipe: Pipeline) -> None:
+                def build(pipe: AnyPipeline) -> None:
                     _PUBLISH.queue(pipe, keys, args)
                     self._queue_index(pipe, snapshot, owner, add=False)
 
@@ -293,13 +294,19 @@ class RedisTaskStore(TaskStore):
                     found = await self._read_redis.xread({journal: start}, block=block_ms)
             except TimeoutError as exc:  # the connection went silent: a cut, not a quiet journal
                 raise StoreUnavailable("Redis did not answer a blocking read") from exc
+            except ResponseError as exc:
+                if not str(exc).startswith("UNBLOCKED"):
+                    raise
+                # The shard's master became a replica (a failover): nothing was read; the next
+                # read is redirected (MOVED) to the new master, from the same position.
+                return []
         return _entries(found)
 
     def _listing_fields(self, task: Task) -> builtins.list[Any]:
         moment = task.status.timestamp
         return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
 
-    def _queue_index(self, pipe: Pipeline, task: Task, owner: str, *, add: bool) -> None:
+    def _queue_index(self, pipe: AnyPipeline, task: Task, owner: str, *, add: bool) -> None:
         """Index the task (create), or move it (publish: XX, so a publish that finds no task,
         e.g. another owner's, leaves no entry behind)."""
         score = timestamp_ms(task.status.timestamp)

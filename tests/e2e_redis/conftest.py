@@ -20,11 +20,17 @@ from tests.e2e_redis.support import REDIS_URL, Cluster, connect, delete_prefix
 
 
 @pytest.fixture(scope="module")
-def redis_client():
+def redis_url():
+    """The Redis the replicas share (tests/e2e_redis_cluster overrides it with a cluster)."""
+    return REDIS_URL
+
+
+@pytest.fixture(scope="module")
+def redis_client(redis_url):
     try:
-        client = connect(REDIS_URL)
+        client = connect(redis_url)
     except Exception as exc:
-        pytest.fail(f"these tests need a Redis at {REDIS_URL} ({exc!r})")
+        pytest.fail(f"these tests need a Redis at {redis_url} ({exc!r})")
     yield client
     client.close()
 
@@ -44,9 +50,9 @@ def tool_log(tmp_path_factory):
 
 
 @pytest.fixture(scope="module")
-def cluster(request, fake_llm, prefix, tool_log):
+def cluster(request, fake_llm, prefix, tool_log, redis_url):
     env = dict(getattr(request.module, "SERVER_ENV", {}) or {})
-    c = Cluster(fake_llm.base_url, redis_url=REDIS_URL, prefix=prefix, tool_log=tool_log,
+    c = Cluster(fake_llm.base_url, redis_url=redis_url, prefix=prefix, tool_log=tool_log,
                 extra_env=env)  # fmt: skip
     try:
         yield c

@@ -50,8 +50,15 @@ TOOLS = "tests.e2e_redis.tools_redis:slow_tool,tests.e2e.tools_module:add"
 # ---------------------------------------------------------------------------------------------
 
 
-def connect(url: str = REDIS_URL) -> redis.Redis:
-    client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
+def connect(url: str = REDIS_URL) -> Any:
+    """A client of one Redis, or of a cluster (`redis+cluster://`: every command routed)."""
+    if "+cluster://" in url:
+        from redis.cluster import ClusterNode, RedisCluster
+
+        nodes = [ClusterNode(*host.split(":")) for host in url.split("://", 1)[1].split(",")]
+        client: Any = RedisCluster(startup_nodes=nodes, socket_timeout=5)
+    else:
+        client = redis.Redis.from_url(url, socket_timeout=5, socket_connect_timeout=2)
     client.ping()
     return client
 

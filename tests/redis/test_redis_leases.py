@@ -12,7 +12,7 @@ import pytest
 from redis.asyncio import Redis
 
 from stores.base import LeaseStatus, TaskRef
-from stores.redis_keys import RedisKeys
+from stores.redis_keys import LEASE_BUCKETS, RedisKeys
 from stores.redis_leases import RedisLeaseStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
@@ -52,11 +52,10 @@ async def test_expiry_takeover_and_the_expired_listing(
     await leases.release(TASK, owner=OWNER, holder="dead")  # too late: not its lease any more
     assert await leases.renew(TASK, owner=OWNER, holder="rescuer", ttl_s=30) == LeaseStatus.HELD
 
-    index = RedisKeys(prefix).running_leases()
-    assert await client.zcard(index) == 2
+    assert await indexed(client, prefix) == 2
     await leases.release(TASK, owner=OWNER, holder="rescuer")
     await leases.release("alive", owner=OWNER, holder="live")
-    assert await client.zcard(index) == 0
+    assert await indexed(client, prefix) == 0
 
 
 async def test_a_late_renew_still_holds_if_nobody_took_over(leases: RedisLeaseStore) -> None:
@@ -72,12 +71,12 @@ async def test_expired_skips_stale_and_released_index_entries(
 ) -> None:
     keys = RedisKeys(prefix)
     assert await leases.acquire(TASK, owner=OWNER, holder="a", ttl_s=30)
-    index = keys.running_leases()
     member = keys.lease_member(OWNER, TASK)
-    await client.zadd(index, {member: 1})  # a stale score: the lease itself is live
-    await client.zadd(index, {keys.lease_member(OWNER, "released"): 1})  # no lease behind it
+    released = keys.lease_member(OWNER, "released")
+    await client.zadd(index_of(keys, member), {member: 1})  # a stale score: the lease is live
+    await client.zadd(index_of(keys, released), {released: 1})  # no lease behind it
     assert await leases.expired() == []
-    assert await client.zscore(index, keys.lease_member(OWNER, "released")) is None
+    assert await client.zscore(index_of(keys, released), released) is None
 
 
 async def test_cancel_flag_is_seen_by_renew_and_dies_with_the_lease(
@@ -221,9 +220,10 @@ async def test_renewals_move_the_expiry_index_and_lost_leases_stay_out(
         [(TaskRef(OWNER, TASK), "a"), (TaskRef(OWNER, "other"), "b")], ttl_s=60
     )
     assert statuses == [LeaseStatus.HELD, LeaseStatus.LOST]
-    score = await client.zscore(keys.running_leases(), keys.lease_member(OWNER, TASK))
+    member, other = keys.lease_member(OWNER, TASK), keys.lease_member(OWNER, "other")
+    score = await client.zscore(index_of(keys, member), member)
     assert score is not None and score >= now_ms + 59_000
-    assert await client.zscore(keys.running_leases(), keys.lease_member(OWNER, "other")) is None
+    assert await client.zscore(index_of(keys, other), other) is None
 
 
 async def test_a_lapsed_heartbeat_is_reported_once_and_its_leases_expire_now(
@@ -256,3 +256,30 @@ async def test_a_process_that_leaves_is_never_reported(leases: RedisLeaseStore) 
     await leases.leave("stopping")
     await asyncio.sleep(0.2)
     assert await leases.heartbeat("alive", ttl_s=60) == []
+
+
+def index_of(keys: RedisKeys, member: str) -> str:
+    """The running-leases bucket that holds `member`."""
+    return keys.running_leases(keys.lease_bucket(member))
+
+
+async def indexed(client: Redis, prefix: str) -> int:
+    """Members in every bucket of the running-leases index."""
+    keys = RedisKeys(prefix)
+    return sum([await client.zcard(keys.running_leases(n)) for n in range(LEASE_BUCKETS)])
+
+
+async def test_renewals_spread_over_the_buckets_of_the_index(
+    leases: RedisLeaseStore, client: Redis, prefix: str
+) -> None:
+    """No one key takes every renewal: 64 leases land in most of the 16 buckets, and the sweep
+    still finds the expired ones in all of them."""
+    for n in range(64):
+        assert await leases.acquire(f"t{n}", owner=OWNER, holder="h", ttl_s=0.05)
+    keys = RedisKeys(prefix)
+    used = [n for n in range(LEASE_BUCKETS) if await client.zcard(keys.running_leases(n))]
+    assert len(used) >= 12, used
+    await asyncio.sleep(0.1)
+    assert sorted(ref.task_id for ref in await leases.expired(limit=100)) == sorted(
+        f"t{n}" for n in range(64)
+    )

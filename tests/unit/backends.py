@@ -1,6 +1,6 @@
 """The stores of each backend wired as the server wires them (the task and checkpoint stores check
 fences against the lease store): one set in memory, one on the real Redis under a prefix of its
-own. The `backend` fixture (tests/unit/conftest.py) runs a test on both."""
+own, one on a real Redis Cluster. The `backend` fixture (tests/unit/conftest.py) runs a test on both."""
 
 from __future__ import annotations
 
@@ -8,6 +8,7 @@ import contextlib
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Any
 
 from redis.asyncio import Redis
 
@@ -19,6 +20,7 @@ from stores.redis_stores import (
     RedisMessageStore,
     RedisTaskStore,
 )
+from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
@@ -40,10 +42,15 @@ async def memory_backend() -> AsyncIterator[Backend]:
 
 
 @contextlib.asynccontextmanager
-async def redis_backend() -> AsyncIterator[Backend]:
+async def redis_backend(*, cluster: bool = False) -> AsyncIterator[Backend]:
+    """On the one Redis, or (`cluster`) on the test cluster (tests/redis_cluster.py)."""
     prefix = f"a2a-test-{uuid.uuid4().hex}"
-    client = Redis.from_url(REDIS_URL)
-    reader = Redis.from_url(REDIS_URL, socket_timeout=None)
+    if cluster:
+        client: Any = cluster_stores_client()
+        reader: Any = cluster_stores_client(socket_timeout=None)
+    else:
+        client = Redis.from_url(REDIS_URL)
+        reader = Redis.from_url(REDIS_URL, socket_timeout=None)
     try:
         yield Backend(
             RedisTaskStore(client, prefix=prefix, ttl_s=3600, read_client=reader),

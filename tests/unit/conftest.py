@@ -18,8 +18,18 @@ def llm():
     scripted.assert_done()
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-cluster", marks=pytest.mark.redis),
+    ]
+)
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The stores of each backend in turn (tests/unit/backends.py)."""
-    async with memory_backend() if request.param == "memory" else redis_backend() as stores:
-        yield stores
+    if request.param == "memory":
+        stores = memory_backend()
+    else:
+        stores = redis_backend(cluster=request.param == "redis-cluster")
+    async with stores as backend:
+        yield backend

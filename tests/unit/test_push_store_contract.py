@@ -13,17 +13,26 @@ from stores.base import PushConfigStore
 from stores.memory import InMemoryPushConfigStore
 from stores.models import PushAuthentication, PushConfig
 from stores.redis_push import RedisPushConfigStore
+from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
-@pytest.fixture(params=["memory", pytest.param("redis", marks=pytest.mark.redis)])
+@pytest.fixture(
+    params=[
+        "memory",
+        pytest.param("redis", marks=pytest.mark.redis),
+        pytest.param("redis-cluster", marks=pytest.mark.redis),
+    ]
+)
 async def pushes(request) -> AsyncIterator[PushConfigStore]:
     if request.param == "memory":
         yield InMemoryPushConfigStore()
         return
     prefix = f"a2a-test-{uuid.uuid4().hex}"
-    client = Redis.from_url(REDIS_URL)
+    client = (
+        cluster_stores_client() if request.param == "redis-cluster" else Redis.from_url(REDIS_URL)
+    )
     try:
         yield RedisPushConfigStore(client, prefix=prefix, ttl_s=60)
     finally:

@@ -45,6 +45,7 @@ from stores.models import (
     ToolCall,
 )
 from stores.redis_stores import RedisCheckpointStore, RedisMessageStore, RedisTaskStore
+from tests.redis_cluster import cluster_stores_client
 
 
 @contextlib.asynccontextmanager
@@ -79,11 +80,18 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
 @contextlib.asynccontextmanager
-async def _redis(make: Callable[[Redis, Redis, str], Any]) -> AsyncIterator[Any]:
-    """A Redis-backed store under a key prefix of its own, removed afterwards."""
+async def _redis(
+    make: Callable[[Any, Any, str], Any], *, cluster: bool = False
+) -> AsyncIterator[Any]:
+    """A Redis-backed store (one Redis, or the test cluster) under a key prefix of its own,
+    removed afterwards."""
     prefix = f"a2a-test-{uuid.uuid4().hex}"
-    client = Redis.from_url(REDIS_URL)
-    read_client = Redis.from_url(REDIS_URL, socket_timeout=None)  # blocking reads
+    if cluster:
+        client = cluster_stores_client()
+        read_client = cluster_stores_client(socket_timeout=None)  # blocking reads
+    else:
+        client = Redis.from_url(REDIS_URL)
+        read_client = Redis.from_url(REDIS_URL, socket_timeout=None)  # blocking reads
     try:
         yield make(client, read_client, prefix)
     finally:
@@ -105,7 +113,24 @@ MESSAGE_STORE_BACKENDS["redis"] = lambda: _redis(
 CHECKPOINT_STORE_BACKENDS["redis"] = lambda: _redis(
     lambda client, _, prefix: RedisCheckpointStore(client, prefix=prefix, ttl_s=3600)
 )
-BACKENDS = ["memory", pytest.param("redis", marks=pytest.mark.redis)]
+TASK_STORE_BACKENDS["redis-cluster"] = lambda: _redis(
+    lambda client, reader, prefix: RedisTaskStore(
+        client, prefix=prefix, ttl_s=3600, read_client=reader
+    ),
+    cluster=True,
+)
+MESSAGE_STORE_BACKENDS["redis-cluster"] = lambda: _redis(
+    lambda client, _, prefix: RedisMessageStore(client, prefix=prefix, ttl_s=3600), cluster=True
+)
+CHECKPOINT_STORE_BACKENDS["redis-cluster"] = lambda: _redis(
+    lambda client, _, prefix: RedisCheckpointStore(client, prefix=prefix, ttl_s=3600),
+    cluster=True,
+)
+BACKENDS = [
+    "memory",
+    pytest.param("redis", marks=pytest.mark.redis),
+    pytest.param("redis-cluster", marks=pytest.mark.redis),
+]
 
 
 @pytest.fixture(params=BACKENDS)
