@@ -47,7 +47,7 @@ def redis_side(ports: list[int]) -> tuple[float, list[int]]:
     return cpu, commands
 
 
-def measure(url: str, ports: list[int], chunks: int, seconds: float) -> dict[str, float]:
+def measure(url: str, ports: list[int], chunks: int, seconds: int) -> dict[str, float]:
     figures: dict[str, float] = {}
     env = {"LLM_MODEL": "scripted", "SCRIPTED_CHUNKS": str(chunks), "REDIS_URL": url}
     with server(SERVER, env) as (base, _, _):
@@ -90,7 +90,7 @@ def measure(url: str, ports: list[int], chunks: int, seconds: float) -> dict[str
 
 def main() -> None:
     parser = argparse.ArgumentParser()
-    parser.add_argument("--seconds", type=float, default=10.0)
+    parser.add_argument("--seconds", type=int, default=10)
     parser.add_argument("--chunks", type=int, default=20)
     args = parser.parse_args()
     results: dict[str, dict[str, float]] = {}
