@@ -6,6 +6,7 @@ import httpx
 import pytest
 
 from tests.e2e.harness import A2A_HEADERS
+from tests.e2e_redis.support import keys_with_prefix
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -34,4 +35,5 @@ def test_two_replicas_share_one_bucket_per_principal(replicas, redis_client, pre
     assert refused.status_code == 429 and "retry-after" in refused.headers, refused.text
     # Another principal has its own bucket; the bucket is in Redis under the prefix.
     assert list_tasks(a.url, "bob-key-2").status_code == 200
-    assert redis_client.keys(f"{prefix}:rate:*"), "the buckets are not in Redis"
+    buckets = [key for key in keys_with_prefix(redis_client, prefix) if ":rate:" in key]
+    assert len(buckets) == 2, f"the buckets are not in Redis: {buckets}"
