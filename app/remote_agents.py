@@ -14,11 +14,10 @@ Cancelling our task (running, or waiting for that answer) cancels the sub-agent'
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import logging
 import re
-import uuid
-from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -33,23 +32,20 @@ from agent.tool_providers import (
     report_progress,
 )
 from agent.tracing import carrier_of
+from app.a2a_client import (
+    END_STATES,
+    INTERRUPTED_STATES,
+    A2AClient,
+    A2AClientError,
+    state_of,
+    status_text,
+    text_of,
+)
 
 logger = logging.getLogger(__name__)
 
 CALL_DEPTH_KEY = "a2aCallDepth"
 RETRY_MAX_S = 30.0  # the longest wait between two tries of a card that is not up yet
-_STATES_03 = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-    "TASK_STATE_CANCELLED": "TASK_STATE_CANCELED",  # 0.3 ProtoJSON (HTTP+JSON) spells it so
-}
-_ENDS = {"TASK_STATE_COMPLETED", "TASK_STATE_CANCELED", "TASK_STATE_FAILED", "TASK_STATE_REJECTED"}
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -82,59 +78,6 @@ def tool_name(card_name: str) -> str:
     return name or "agent"
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    url: str
-    binding: str  # JSONRPC | HTTP+JSON
-    generation: str  # 1.0 | 0.3
-
-
-def choose_endpoint(card: dict[str, Any]) -> Endpoint:
-    """1.0 before 0.3, JSON-RPC before HTTP+JSON, among what the card offers."""
-    offered: list[Endpoint] = []
-    for interface in card.get("supportedInterfaces") or []:
-        version = "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
-        offered.append(Endpoint(interface["url"], interface.get("protocolBinding", ""), version))
-    if card.get("url"):
-        offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))
-        for interface in card.get("additionalInterfaces") or []:
-            offered.append(Endpoint(interface["url"], interface.get("transport", ""), "0.3"))
-    ranked = [
-        endpoint
-        for generation in ("1.0", "0.3")
-        for binding in ("JSONRPC", "HTTP+JSON")
-        for endpoint in offered
-        if endpoint.generation == generation and endpoint.binding == binding
-    ]
-    if not ranked:
-        raise ToolError("the agent card offers no JSON-RPC or HTTP+JSON interface")
-    return ranked[0]
-
-
-def _state(payload: dict[str, Any]) -> str | None:
-    state = (payload.get("status") or {}).get("state")
-    return _STATES_03.get(state, state) if isinstance(state, str) else None
-
-
-def _texts(parts: list[dict[str, Any]]) -> str:
-    return "".join(part["text"] for part in parts if isinstance(part.get("text"), str))
-
-
-def read_event(event: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(kind, payload) of a streamed event of either generation: task, status, artifact, message."""
-    for key, kind in (
-        ("task", "task"),
-        ("statusUpdate", "status"),
-        ("artifactUpdate", "artifact"),
-        ("message", "message"),
-        ("msg", "message"),  # 0.3 ProtoJSON (HTTP+JSON)
-    ):
-        if key in event:
-            return kind, event[key]
-    kinds = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
-    return kinds.get(event.get("kind", ""), "message"), event
-
-
 class RemoteAgentProvider(ToolProvider):
     def __init__(
         self,
@@ -149,11 +92,11 @@ class RemoteAgentProvider(ToolProvider):
         self._config = config
         # The operator configured these URLs (not a client): no outbound guard, but no proxy
         # from the environment either.
-        self._client = client or httpx.AsyncClient(trust_env=False, timeout=30.0)
+        self._http = client or httpx.AsyncClient(trust_env=False, timeout=30.0)
         self._max_call_depth = max_call_depth
         self._timeout_s = timeout_s
         self._spec: ToolSpec | None = None
-        self._endpoint: Endpoint | None = None
+        self._agent: A2AClient | None = None
         self._status: str | None = "not reached yet"
         self._retrying: asyncio.Task[None] | None = None
 
@@ -177,12 +120,10 @@ class RemoteAgentProvider(ToolProvider):
 
     async def _connect(self, *, quiet: bool = False) -> bool:
         try:
-            response = await self._client.get(
-                self._config.card_url, headers=self._config.headers, timeout=10.0
+            agent = await A2AClient.connect(
+                self._http, self._config.card_url, headers=self._config.headers
             )
-            response.raise_for_status()
-            card = response.json()
-            self._endpoint = choose_endpoint(card)
+            card = agent.card
             name = tool_name(str(card.get("name", "")))
             self.name = name
             description = str(card.get("description") or f"The A2A agent {card.get('name')}")
@@ -197,10 +138,10 @@ class RemoteAgentProvider(ToolProvider):
                     "required": ["message"],
                 },
             )
-            self._status = None
-            logger.info("remote_agent=<%s>, url=<%s> | ready", name, self._endpoint.url)
+            self._agent, self._status = agent, None
+            logger.info("remote_agent=<%s>, url=<%s> | ready", name, agent.endpoint.url)
             return True
-        except (httpx.HTTPError, ValueError, ToolError) as exc:
+        except (httpx.HTTPError, ValueError, A2AClientError) as exc:
             self._status = f"the agent card at {self._config.card_url} is not usable: {exc}"
             if not quiet:  # one line per broken source, not one per retry
                 logger.warning(
@@ -213,7 +154,7 @@ class RemoteAgentProvider(ToolProvider):
     async def aclose(self) -> None:
         if self._retrying is not None:
             self._retrying.cancel()
-        await self._client.aclose()
+        await self._http.aclose()
 
     async def list_tools(self, turn: TurnContext | None = None) -> list[ToolSpec]:
         return [self._spec] if self._spec is not None else []
@@ -237,155 +178,68 @@ class RemoteAgentProvider(ToolProvider):
         return await self._converse(answer, int(state.get("depth", 1)), turn, task=state)
 
     async def abandon(self, name: str, state: dict[str, Any]) -> None:
-        if self._endpoint is not None and isinstance(state.get("taskId"), str):
-            await self._cancel(self._endpoint, state["taskId"], dict(self._config.headers))
+        if self._agent is not None and isinstance(state.get("taskId"), str):
+            await self._cancel(self._agent, state["taskId"])
 
     async def _converse(
         self, text: str, depth: int, turn: TurnContext | None, *, task: dict[str, Any] | None
     ) -> Any:
         """Send `text` (a new task, or an answer on `task`), relay the agent's progress, and
         return its answer; its question becomes ours (ToolNeedsInput)."""
-        endpoint = self._endpoint
-        if endpoint is None:
+        agent = self._agent
+        if agent is None:
             raise ToolError(f"the agent is unavailable: {self._status}")
-        headers = dict(self._config.headers)
-        if turn is not None and turn.trace is not None:
-            headers.update(carrier_of(turn.trace))
+        headers = dict(carrier_of(turn.trace)) if turn is not None and turn.trace else {}
         task_id: str | None = (task or {}).get("taskId")
         context_id: str | None = (task or {}).get("contextId")
+        message = agent.message(
+            text, task_id=task_id, context_id=context_id, metadata={CALL_DEPTH_KEY: depth}
+        )
         texts: list[str] = []
         state: str | None = None
-        status_text = ""
+        said = ""
         try:
-            async for event in self._stream(endpoint, text, depth, headers, task):
-                kind, payload = read_event(event)
-                if kind == "message":
-                    return _texts(payload.get("parts") or payload.get("content") or [])
-                task_id = payload.get("taskId") or payload.get("id") or task_id
-                context_id = payload.get("contextId") or context_id
-                if kind == "artifact":
-                    artifact = payload.get("artifact") or {}
-                    parts = artifact.get("parts") or []
-                    if payload.get("append"):
-                        texts.append(_texts(parts))
-                    else:
-                        texts = [_texts(parts)] if not texts else [*texts, "\n", _texts(parts)]
-                state = _state(payload) or state
-                status_message = (payload.get("status") or {}).get("message") or {}
-                status_text = _texts(
-                    status_message.get("parts") or status_message.get("content") or []
-                )
-                if state == "TASK_STATE_WORKING" and kind == "status" and status_text:
-                    report_progress(status_text)
-                if state == "TASK_STATE_INPUT_REQUIRED" or state in _ENDS:
-                    break
+            async with contextlib.aclosing(agent.stream(message, headers=headers)) as events:
+                async for event in events:
+                    if event.kind == "message":
+                        return text_of(event.payload)
+                    payload = event.payload
+                    task_id = payload.get("taskId") or payload.get("id") or task_id
+                    context_id = payload.get("contextId") or context_id
+                    if event.kind == "artifact":
+                        piece = text_of(payload.get("artifact"))
+                        if payload.get("append"):
+                            texts.append(piece)
+                        else:
+                            texts = [piece] if not texts else [*texts, "\n", piece]
+                    state = state_of(payload) or state
+                    said = status_text(payload)
+                    if state == "TASK_STATE_WORKING" and event.kind == "status" and said:
+                        report_progress(said)
+                    if state in INTERRUPTED_STATES or state in END_STATES:
+                        break
+        except A2AClientError as exc:
+            if task_id is not None and state not in END_STATES:
+                await self._cancel(agent, task_id)
+            raise ToolError(f"the agent failed: {exc}") from exc
         except BaseException:
             # Our turn was canceled (or the call failed): the sub-agent's task goes too.
-            if task_id is not None and state not in _ENDS:
-                await self._cancel(endpoint, task_id, headers)
+            if task_id is not None and state not in END_STATES:
+                await self._cancel(agent, task_id)
             raise
         if state == "TASK_STATE_INPUT_REQUIRED" and task_id is not None:
             # Its question is our user's to answer; the answer comes back through `resume`.
             raise ToolNeedsInput(
-                status_text or "The agent needs more input.",
+                said or "The agent needs more input.",
                 {"taskId": task_id, "contextId": context_id, "depth": depth},
             )
         if state != "TASK_STATE_COMPLETED":
-            why = f": {status_text}" if status_text else ""
+            why = f": {said}" if said else ""
             raise ToolError(f"the agent's task ended {state or 'without a state'}{why}")
         return "".join(texts)
 
-    async def _stream(
-        self,
-        endpoint: Endpoint,
-        text: str,
-        depth: int,
-        headers: dict[str, str],
-        task: dict[str, Any] | None,
-    ) -> AsyncIterator[dict[str, Any]]:
-        message_id = str(uuid.uuid4())
-        metadata = {CALL_DEPTH_KEY: depth}
-        # An answer goes on the agent's task (and its context).
-        continuing = {
-            key: (task or {}).get(key)
-            for key in ("taskId", "contextId")
-            if isinstance((task or {}).get(key), str)
-        }
-        if endpoint.generation == "1.0":
-            message = {
-                "messageId": message_id,
-                "role": "ROLE_USER",
-                "parts": [{"text": text}],
-                "metadata": metadata,
-                **continuing,
-            }
-            headers = {**headers, "A2A-Version": "1.0"}
-        elif endpoint.binding == "JSONRPC":
-            message = {
-                "kind": "message",
-                "messageId": message_id,
-                "role": "user",
-                "parts": [{"kind": "text", "text": text}],
-                "metadata": metadata,
-                **continuing,
-            }
-        else:
-            message = {
-                "messageId": message_id,
-                "role": "ROLE_USER",
-                "content": [{"text": text}],
-                "metadata": metadata,
-                **continuing,
-            }
-        if endpoint.binding == "JSONRPC":
-            method = "SendStreamingMessage" if endpoint.generation == "1.0" else "message/stream"
-            body: dict[str, Any] = {
-                "jsonrpc": "2.0",
-                "id": message_id,
-                "method": method,
-                "params": {"message": message},
-            }
-            url = endpoint.url
-        else:
-            body = {"message": message}
-            prefix = "" if endpoint.generation == "1.0" else "/v1"
-            url = f"{endpoint.url.rstrip('/')}{prefix}/message:stream"
-        async with self._client.stream(
-            "POST",
-            url,
-            json=body,
-            headers={**headers, "Accept": "text/event-stream"},
-            timeout=httpx.Timeout(30.0, read=self._timeout_s),
-        ) as response:
-            if response.status_code >= 400:
-                await response.aread()
-                raise ToolError(f"the agent answered HTTP {response.status_code}: {response.text}")
-            if not response.headers.get("content-type", "").startswith("text/event-stream"):
-                await response.aread()
-                error = response.json().get("error", {})
-                raise ToolError(f"the agent refused the message: {error.get('message', error)}")
-            async for line in response.aiter_lines():
-                if not line.startswith("data:"):
-                    continue
-                event = json.loads(line[5:].strip())
-                if endpoint.binding == "JSONRPC":
-                    if "error" in event:
-                        raise ToolError(f"the agent failed: {event['error'].get('message')}")
-                    event = event.get("result", {})
-                elif "error" in event:
-                    raise ToolError(f"the agent failed: {event['error'].get('message')}")
-                yield event
-
-    async def _cancel(self, endpoint: Endpoint, task_id: str, headers: dict[str, str]) -> None:
+    async def _cancel(self, agent: A2AClient, task_id: str) -> None:
         try:
-            if endpoint.binding == "JSONRPC":
-                method = "CancelTask" if endpoint.generation == "1.0" else "tasks/cancel"
-                body = {"jsonrpc": "2.0", "id": 1, "method": method, "params": {"id": task_id}}
-                version = {"A2A-Version": "1.0"} if endpoint.generation == "1.0" else {}
-                await self._client.post(endpoint.url, json=body, headers={**headers, **version})
-            else:
-                prefix = "" if endpoint.generation == "1.0" else "/v1"
-                url = f"{endpoint.url.rstrip('/')}{prefix}/tasks/{task_id}:cancel"
-                await self._client.post(url, json={}, headers=headers)
-        except httpx.HTTPError as exc:
+            await agent.cancel(task_id)
+        except (httpx.HTTPError, A2AClientError) as exc:
             logger.info("remote_agent=<%s> | cancelling %s failed: %s", self.name, task_id, exc)

@@ -1,0 +1,359 @@
+"""The client side of A2A, shared by the remote-agent tools and the `a2a` CLI.
+
+It reads an agent card, picks what the card offers (1.0 before 0.3, JSON-RPC before HTTP+JSON)
+and speaks that generation and binding: a streamed send, subscribe (with `Last-Event-ID`), get,
+list and cancel. Events come back the same way whatever the wire: `Event(kind, payload, raw, id)`
+with `kind` one of task, status, artifact, message; `state_of(payload)` gives 1.0 state names.
+"""
+
+from __future__ import annotations
+
+import json
+import uuid
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass
+from typing import Any
+from urllib.parse import urlsplit
+
+import httpx
+
+_STATES_03 = {
+    "submitted": "TASK_STATE_SUBMITTED",
+    "working": "TASK_STATE_WORKING",
+    "input-required": "TASK_STATE_INPUT_REQUIRED",
+    "auth-required": "TASK_STATE_AUTH_REQUIRED",
+    "completed": "TASK_STATE_COMPLETED",
+    "canceled": "TASK_STATE_CANCELED",
+    "failed": "TASK_STATE_FAILED",
+    "rejected": "TASK_STATE_REJECTED",
+    "TASK_STATE_CANCELLED": "TASK_STATE_CANCELED",  # 0.3 ProtoJSON (HTTP+JSON) spells it so
+}
+END_STATES = {
+    "TASK_STATE_COMPLETED",
+    "TASK_STATE_CANCELED",
+    "TASK_STATE_FAILED",
+    "TASK_STATE_REJECTED",
+}
+INTERRUPTED_STATES = {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
+WELL_KNOWN_CARD = "/.well-known/agent-card.json"
+
+
+class A2AClientError(Exception):
+    """The agent refused or failed (an error answer, an HTTP error): the message says what."""
+
+
+class NotAnAgent(A2AClientError):
+    """The URL does not serve an A2A agent card."""
+
+
+class Unauthorized(A2AClientError):
+    """The agent wants credentials (HTTP 401)."""
+
+
+@dataclass(frozen=True)
+class Endpoint:
+    url: str
+    binding: str  # JSONRPC | HTTP+JSON
+    generation: str  # 1.0 | 0.3
+
+
+@dataclass(frozen=True)
+class Event:
+    kind: str  # task | status | artifact | message
+    payload: dict[str, Any]
+    raw: dict[str, Any]  # the event as the wire carried it (the JSON-RPC result, or the body)
+    id: str | None = None  # its SSE id (a journal position on our servers)
+
+
+def card_url_of(url: str) -> str:
+    """The card of an agent's base URL; a URL ending in .json is the card itself."""
+    return url if urlsplit(url).path.endswith(".json") else url.rstrip("/") + WELL_KNOWN_CARD
+
+
+def choose_endpoint(card: dict[str, Any]) -> Endpoint:
+    """1.0 before 0.3, JSON-RPC before HTTP+JSON, among what the card offers."""
+    offered: list[Endpoint] = []
+    for interface in card.get("supportedInterfaces") or []:
+        version = "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
+        offered.append(Endpoint(interface["url"], interface.get("protocolBinding", ""), version))
+    if card.get("url"):
+        offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))
+        for interface in card.get("additionalInterfaces") or []:
+            offered.append(Endpoint(interface["url"], interface.get("transport", ""), "0.3"))
+    ranked = [
+        endpoint
+        for generation in ("1.0", "0.3")
+        for binding in ("JSONRPC", "HTTP+JSON")
+        for endpoint in offered
+        if endpoint.generation == generation and endpoint.binding == binding
+    ]
+    if not ranked:
+        raise NotAnAgent("the agent card offers no JSON-RPC or HTTP+JSON interface")
+    return ranked[0]
+
+
+def read_event(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
+    """(kind, payload) of a result or streamed event of either generation."""
+    for key, kind in (
+        ("task", "task"),
+        ("statusUpdate", "status"),
+        ("artifactUpdate", "artifact"),
+        ("message", "message"),
+        ("msg", "message"),  # 0.3 ProtoJSON (HTTP+JSON)
+    ):
+        if key in result:
+            return kind, result[key]
+    kinds = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
+    return kinds.get(result.get("kind", ""), "message"), result
+
+
+def state_of(payload: dict[str, Any]) -> str | None:
+    """A task's or status update's state, in 1.0 names."""
+    state = (payload.get("status") or {}).get("state")
+    return _STATES_03.get(state, state) if isinstance(state, str) else None
+
+
+def parts_of(holder: dict[str, Any]) -> list[dict[str, Any]]:
+    """The parts of a message or artifact (`content` in 0.3 ProtoJSON)."""
+    return list(holder.get("parts") or holder.get("content") or [])
+
+
+def text_of(holder: dict[str, Any] | None) -> str:
+    """The text parts of a message or artifact, joined."""
+    return "".join(
+        part["text"] for part in parts_of(holder or {}) if isinstance(part.get("text"), str)
+    )
+
+
+def status_text(payload: dict[str, Any]) -> str:
+    return text_of((payload.get("status") or {}).get("message"))
+
+
+class A2AClient:
+    """One agent, reached through the endpoint its card offers."""
+
+    def __init__(
+        self,
+        http: httpx.AsyncClient,
+        endpoint: Endpoint,
+        *,
+        headers: dict[str, str] | None = None,
+        card: dict[str, Any] | None = None,
+    ) -> None:
+        self._http = http
+        self.endpoint = endpoint
+        self.card = card or {}
+        self._headers = dict(headers or {})
+        if endpoint.generation == "1.0":
+            self._headers["A2A-Version"] = "1.0"
+
+    @classmethod
+    async def connect(
+        cls, http: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None
+    ) -> A2AClient:
+        card = await fetch_card(http, url, headers=headers)
+        return cls(http, choose_endpoint(card), headers=headers, card=card)
+
+    # --- messages ---
+
+    def message(
+        self,
+        text: str,
+        *,
+        task_id: str | None = None,
+        context_id: str | None = None,
+        metadata: dict[str, Any] | None = None,
+        data: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        """A user message in this endpoint's generation and binding."""
+        v03_rpc = self.endpoint.generation == "0.3" and self.endpoint.binding == "JSONRPC"
+        parts: list[dict[str, Any]] = []
+        if text:
+            parts.append({"kind": "text", "text": text} if v03_rpc else {"text": text})
+        if data is not None:
+            parts.append({"kind": "data", "data": data} if v03_rpc else {"data": data})
+        message: dict[str, Any] = {
+            "messageId": str(uuid.uuid4()),
+            "role": "user" if v03_rpc else "ROLE_USER",
+        }
+        if v03_rpc:
+            message["kind"] = "message"
+        message["content" if self.endpoint.generation == "0.3" and not v03_rpc else "parts"] = parts
+        for key, value in (("taskId", task_id), ("contextId", context_id), ("metadata", metadata)):
+            if value is not None:
+                message[key] = value
+        return message
+
+    async def stream(
+        self, message: dict[str, Any], *, headers: dict[str, str] | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """Send a message and stream what the agent does with it (`headers`: e.g. the trace
+        context of this call)."""
+        request: tuple[str, str, dict[str, Any] | None]
+        if self.endpoint.binding == "JSONRPC":
+            method = (
+                "SendStreamingMessage" if self.endpoint.generation == "1.0" else "message/stream"
+            )
+            request = self._rpc_request(method, {"message": message})
+        else:
+            request = ("POST", self._rest_url("/message:stream"), {"message": message})
+        async for event in self._events(*request, headers=headers):
+            yield event
+
+    async def subscribe(
+        self, task_id: str, *, last_event_id: str | None = None
+    ) -> AsyncGenerator[Event, None]:
+        """A task's events from now (or, with `last_event_id`, those after it)."""
+        headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        request: tuple[str, str, dict[str, Any] | None]
+        if self.endpoint.binding == "JSONRPC":
+            method = "SubscribeToTask" if self.endpoint.generation == "1.0" else "tasks/resubscribe"
+            request = self._rpc_request(method, {"id": task_id})
+        else:
+            request = ("GET", self._rest_url(f"/tasks/{task_id}:subscribe"), None)
+        async for event in self._events(*request, headers=headers):
+            yield event
+
+    # --- tasks ---
+
+    async def get_task(self, task_id: str) -> dict[str, Any]:
+        if self.endpoint.binding == "JSONRPC":
+            method = "GetTask" if self.endpoint.generation == "1.0" else "tasks/get"
+            return await self._rpc(method, {"id": task_id})
+        return await self._rest("GET", f"/tasks/{task_id}")
+
+    async def cancel(self, task_id: str) -> dict[str, Any]:
+        if self.endpoint.binding == "JSONRPC":
+            method = "CancelTask" if self.endpoint.generation == "1.0" else "tasks/cancel"
+            return await self._rpc(method, {"id": task_id})
+        return await self._rest("POST", f"/tasks/{task_id}:cancel", {})
+
+    async def list_tasks(self, *, context_id: str | None = None) -> list[dict[str, Any]]:
+        if self.endpoint.generation == "0.3":
+            raise A2AClientError("A2A 0.3 has no task listing (the agent speaks 0.3)")
+        params = {"contextId": context_id} if context_id else {}
+        if self.endpoint.binding == "JSONRPC":
+            result = await self._rpc("ListTasks", params)
+        else:
+            result = await self._rest("GET", "/tasks", params=params)
+        return list(result.get("tasks") or [])
+
+    # --- the wire ---
+
+    def _rest_url(self, path: str) -> str:
+        prefix = "" if self.endpoint.generation == "1.0" else "/v1"
+        return f"{self.endpoint.url.rstrip('/')}{prefix}{path}"
+
+    def _rpc_request(self, method: str, params: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
+        return "POST", self.endpoint.url, body
+
+    async def _rpc(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        _, url, body = self._rpc_request(method, params)
+        response = await self._http.post(url, json=body, headers=self._headers)
+        answer = _json_of(response)
+        if "error" in answer:
+            raise A2AClientError(_error_text(answer["error"]))
+        result = answer.get("result")
+        return result if isinstance(result, dict) else {"result": result}
+
+    async def _rest(
+        self,
+        verb: str,
+        path: str,
+        body: dict[str, Any] | None = None,
+        *,
+        params: dict[str, Any] | None = None,
+    ) -> dict[str, Any]:
+        response = await self._http.request(
+            verb, self._rest_url(path), json=body, params=params, headers=self._headers
+        )
+        answer = _json_of(response)
+        if "error" in answer:
+            raise A2AClientError(_error_text(answer["error"]))
+        return answer
+
+    async def _events(
+        self,
+        verb: str,
+        url: str,
+        body: dict[str, Any] | None,
+        *,
+        headers: dict[str, str] | None = None,
+    ) -> AsyncGenerator[Event, None]:
+        headers = {**self._headers, **(headers or {}), "Accept": "text/event-stream"}
+        async with self._http.stream(
+            verb, url, json=body, headers=headers, timeout=httpx.Timeout(30.0, read=None)
+        ) as response:
+            if not response.headers.get("content-type", "").startswith("text/event-stream"):
+                await response.aread()
+                answer = _json_of(response)
+                raise A2AClientError(_error_text(answer.get("error", answer)))
+            async for event_id, data in _sse(response):
+                document = json.loads(data)
+                if "error" in document:
+                    raise A2AClientError(_error_text(document["error"]))
+                result = document.get("result", document) if "jsonrpc" in document else document
+                kind, payload = read_event(result)
+                yield Event(kind, payload, result, event_id)
+
+
+async def fetch_card(
+    http: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None
+) -> dict[str, Any]:
+    """The agent card at `url` (a base URL or the card's own); NotAnAgent if it is none."""
+    card_url = card_url_of(url)
+    try:
+        response = await http.get(card_url, headers=headers)
+    except httpx.HTTPError as exc:
+        raise NotAnAgent(f"cannot reach {card_url}: {exc}") from exc
+    if response.status_code == 401:
+        raise Unauthorized(f"{card_url} wants credentials (HTTP 401)")
+    if response.status_code != 200:
+        raise NotAnAgent(f"{card_url} is not an A2A agent card (HTTP {response.status_code})")
+    try:
+        card = response.json()
+    except ValueError:
+        raise NotAnAgent(f"{card_url} is not an A2A agent card (not JSON)") from None
+    if not isinstance(card, dict) or not isinstance(card.get("name"), str):
+        raise NotAnAgent(f"{card_url} is not an A2A agent card (no name)")
+    return card
+
+
+async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:
+    """(id, data) of each server-sent event."""
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield event_id, "\n".join(data)
+            event_id, data = None, []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+    if data:
+        yield event_id, "\n".join(data)
+
+
+def _json_of(response: httpx.Response) -> dict[str, Any]:
+    if response.status_code == 401:
+        raise Unauthorized("the agent wants credentials (HTTP 401)")
+    try:
+        answer = response.json()
+    except ValueError:
+        raise A2AClientError(f"the agent answered HTTP {response.status_code}, not JSON") from None
+    if not isinstance(answer, dict):
+        raise A2AClientError(f"the agent answered HTTP {response.status_code}: {answer!r}")
+    if response.status_code >= 400 and "error" not in answer:
+        return {"error": {"message": f"HTTP {response.status_code}: {answer}"}}
+    return answer
+
+
+def _error_text(error: Any) -> str:
+    if isinstance(error, dict):
+        code = error.get("code")
+        message = error.get("message") or error.get("status") or json.dumps(error)
+        return f"{message} ({code})" if code is not None else str(message)
+    return str(error)
