@@ -60,6 +60,7 @@ class LLMCallFinished:
 class ToolCallStarted:
     call_id: str
     name: str
+    arguments: str = ""  # as the model wrote them (JSON)
     kind: Literal["tool_call_started"] = "tool_call_started"
 
 
@@ -68,6 +69,8 @@ class ToolCallFinished:
     call_id: str
     name: str
     ok: bool
+    result: str = ""  # what the model reads (the start of it)
+    duration_s: float = 0.0
     kind: Literal["tool_call_finished"] = "tool_call_finished"
 
 

@@ -16,6 +16,7 @@ decides when turns run; this module only turns what they do into stored facts.
 from __future__ import annotations
 
 import itertools
+import json
 import logging
 import time
 import uuid
@@ -139,12 +140,18 @@ class TurnPublisher:
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
                 )
-            case ToolCallStarted(name=name):
-                await self._progress(turn, f"calling {name}")
-            case ToolCallFinished(name=name, ok=ok):
+            case ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
+                call: dict[str, object] = {"id": call_id, "name": name, "state": "started"}
+                call["arguments"] = _json_or_text(arguments)
+                await self._progress(turn, f"calling {name}", metadata={"toolCall": call})
+            case ToolCallFinished(call_id=call_id, name=name, ok=ok):
                 turn.tool_calls += 1
                 self.observer.on_tool_call(name, ok=ok)
-                await self._progress(turn, f"{name} finished" if ok else f"{name} failed")
+                done: dict[str, object] = {"id": call_id, "name": name, "state": "finished"}
+                done |= {"ok": ok, "result": event.result}
+                done["durationMs"] = round(event.duration_s * 1000)
+                text = f"{name} finished" if ok else f"{name} failed"
+                await self._progress(turn, text, metadata={"toolCall": done})
             case ToolProgress(name=name, text=text):
                 await self._progress(turn, f"{name}: {text}")
             case ArtifactProduced(artifact=artifact):
@@ -338,13 +345,17 @@ class TurnPublisher:
         )
         await self._publish(turn, update, task)
 
-    async def _progress(self, turn: Turn, text: str) -> None:
-        """A WORKING status update with a short message; not a state change, so no snapshot."""
+    async def _progress(
+        self, turn: Turn, text: str, *, metadata: dict[str, object] | None = None
+    ) -> None:
+        """A WORKING status update with a short message (and, for a tool call, its details in
+        `metadata.toolCall`); not a state change, so no snapshot."""
         task = turn.task
         update = StatusUpdate(
             task_id=task.id,
             context_id=task.context_id,
             status=TaskStatus(state=TaskState.WORKING, message=text_message(task, text)),
+            metadata=metadata,
         )
         await self._publish(turn, update, None)
 
@@ -353,6 +364,14 @@ class TurnPublisher:
 # uuid4's system call per event showed in the profile.
 _EVENT_ID_PREFIX = uuid.uuid4().hex
 _EVENT_IDS = (f"{_EVENT_ID_PREFIX}-{n}" for n in itertools.count())
+
+
+def _json_or_text(arguments: str) -> object:
+    """A call's arguments as JSON when they parse (what the model wrote, else)."""
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return arguments
 
 
 def _call_depth(message: Message | None) -> int:

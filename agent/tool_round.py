@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import asyncio
 import json
+import time
 from collections.abc import AsyncIterator
 
 from opentelemetry.trace import StatusCode
@@ -31,6 +32,8 @@ from agent.tool_providers import listen_to_progress
 from agent.tools import Toolbox, ToolResult
 from agent.tracing import start_span
 from stores.models import ChatMessage, ToolCall
+
+RESULT_SHOWN = 2000  # characters of a tool's result its finish event carries (for clients)
 
 
 class ToolRoundFailed(Exception):
@@ -168,6 +171,14 @@ class ToolRound:
                 return result  # not a result yet: the hooks hear of it when there is one
             return await self._hooks.after_tool_call(turn, call, result)
 
+        began: dict[str, float] = {}
+
+        def started(call: ToolCall) -> None:
+            began[call.id] = time.monotonic()
+            events.put_nowait(
+                ToolCallStarted(call_id=call.id, name=call.name, arguments=call.arguments)
+            )
+
         def finished(result: ToolResult) -> None:
             if result.needs_input is not None:
                 asked = result.needs_input
@@ -184,7 +195,13 @@ class ToolRound:
             for artifact in result.artifacts:
                 events.put_nowait(ArtifactProduced(artifact=artifact))
             events.put_nowait(
-                ToolCallFinished(call_id=result.call_id, name=result.name, ok=result.ok)
+                ToolCallFinished(
+                    call_id=result.call_id,
+                    name=result.name,
+                    ok=result.ok,
+                    result=result.content[:RESULT_SHOWN],
+                    duration_s=time.monotonic() - began.get(result.call_id, time.monotonic()),
+                )
             )
             events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
 
@@ -192,9 +209,7 @@ class ToolRound:
             self._toolbox.run(
                 calls,
                 execute=execute,
-                on_start=lambda call: events.put_nowait(
-                    ToolCallStarted(call_id=call.id, name=call.name)
-                ),
+                on_start=started,
                 on_finish=finished,
             )
         )

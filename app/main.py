@@ -37,6 +37,7 @@ from agent.tool_providers import ToolProvider, UnavailableSource
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
 from app.auth import build_authenticator, is_loopback_host
 from app.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
+from app.console_routes import console_routes
 from app.drain import Drain
 from app.edge import Edge
 from app.errors import A2AError
@@ -351,6 +352,8 @@ def create_app(
     app.router.routes.extend(rest.routes())
     rest_v03 = RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest_v03.routes())
+    if settings.a2a_console:  # static files; every call it makes is authenticated as any
+        app.router.routes.extend(console_routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     # Outermost: Host, Origin and body size are checked before any route runs.

@@ -294,6 +294,9 @@ class Settings(BaseSettings):
     a2a_outbound_max_response_bytes: int = Field(
         10 * 1024 * 1024, ge=1, description="Largest response body an outgoing request accepts."
     )
+    a2a_console: bool = Field(
+        True, description="Serve the web console at `/console` (static, same origin, strict CSP)."
+    )
     a2a_push_notifications: bool = Field(
         True, description="Offer push notifications (webhooks); false: every push call is -32003."
     )

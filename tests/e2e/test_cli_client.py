@@ -168,7 +168,9 @@ def test_what_goes_wrong_is_one_line_and_a_non_zero_exit(fake_llm, marker):
         assert refused.returncode == 1
         assert refused.stderr.count("\n") == 1 and "401" in refused.stderr, refused.stderr
         fake_llm.script(text("in", when_user_contains=marker))
-        allowed = a2a("send", locked.url, f"key {marker}", env={"A2A_API_KEY": "key-0123456789abcdef"})
+        allowed = a2a(
+            "send", locked.url, f"key {marker}", env={"A2A_API_KEY": "key-0123456789abcdef"}
+        )
         assert (allowed.returncode, allowed.stdout) == (0, "in\n"), allowed.stderr
 
         not_an_agent = a2a("card", fake_llm.base_url)

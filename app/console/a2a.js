@@ -1,0 +1,94 @@
+// A2A 1.0 over JSON-RPC from the browser: calls, and streams read from fetch (EventSource cannot
+// POST). Every request and every event is handed to `log` (the console's raw mode), and a 401
+// raises AuthRequired so the page can ask for credentials.
+
+export class AuthRequired extends Error {}
+
+export class A2AError extends Error {
+  constructor(error) {
+    super(error?.message || "the agent answered with an error");
+    this.error = error;
+  }
+}
+
+export class Agent {
+  constructor({ endpoint = "/", credentials = () => ({}), log = () => {} } = {}) {
+    this.endpoint = endpoint;
+    this.credentials = credentials; // () => headers (X-API-Key or Authorization)
+    this.log = log;
+    this.nextId = 1;
+  }
+
+  headers(extra = {}) {
+    return { "Content-Type": "application/json", "A2A-Version": "1.0", ...this.credentials(), ...extra };
+  }
+
+  async card() {
+    const response = await fetch("/.well-known/agent-card.json", { headers: this.credentials() });
+    if (response.status === 401) throw new AuthRequired();
+    const card = await response.json();
+    this.log("card", card);
+    return card;
+  }
+
+  async call(method, params) {
+    const body = { jsonrpc: "2.0", id: this.nextId++, method, params };
+    this.log("request", body);
+    const response = await fetch(this.endpoint, {
+      method: "POST",
+      headers: this.headers(),
+      body: JSON.stringify(body),
+    });
+    if (response.status === 401) throw new AuthRequired();
+    const answer = await response.json();
+    this.log("response", answer);
+    if (answer.error) throw new A2AError(answer.error);
+    return answer.result;
+  }
+
+  // Calls `onEvent(result, id)` for each event until the stream ends; returns the last id.
+  async stream(method, params, { onEvent, lastEventId, signal } = {}) {
+    const body = { jsonrpc: "2.0", id: this.nextId++, method, params };
+    this.log("request", body);
+    const extra = { Accept: "text/event-stream" };
+    if (lastEventId) extra["Last-Event-ID"] = lastEventId;
+    const response = await fetch(this.endpoint, {
+      method: "POST",
+      headers: this.headers(extra),
+      body: JSON.stringify(body),
+      signal,
+    });
+    if (response.status === 401) throw new AuthRequired();
+    if (!(response.headers.get("content-type") || "").startsWith("text/event-stream")) {
+      const answer = await response.json();
+      this.log("response", answer);
+      throw new A2AError(answer.error);
+    }
+    const reader = response.body.pipeThrough(new TextDecoderStream()).getReader();
+    let buffer = "";
+    let last = lastEventId;
+    for (;;) {
+      const { value, done } = await reader.read();
+      if (done) break;
+      buffer = (buffer + value).replace(/\r\n/g, "\n"); // SSE lines may end in CRLF
+      let cut;
+      while ((cut = buffer.indexOf("\n\n")) >= 0) {
+        const block = buffer.slice(0, cut);
+        buffer = buffer.slice(cut + 2);
+        let id = null;
+        const data = [];
+        for (const line of block.split("\n")) {
+          if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+          else if (line.startsWith("id:")) id = line.slice(3).trim();
+        }
+        if (!data.length) continue;
+        const document = JSON.parse(data.join("\n"));
+        this.log("event", document, id);
+        if (document.error) throw new A2AError(document.error);
+        if (id) last = id;
+        onEvent(document.result, id);
+      }
+    }
+    return last;
+  }
+}

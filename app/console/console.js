@@ -1,0 +1,434 @@
+// The console: conversations, streamed answers (sanitized Markdown), tool calls as they run,
+// questions and approvals inline, cancel, resume after a reload, raw events, export, credentials.
+// It is an A2A client like any other: what it shows comes from the task's events (the tool
+// rows from `metadata.toolCall` of working status updates, usage from the final one's
+// `metadata.usage`; docs/console.md).
+
+import { A2AError, Agent, AuthRequired } from "./a2a.js";
+import { renderMarkdown } from "./markdown.js";
+
+const $ = (id) => document.getElementById(id);
+const AUTH_KEY = "a2a-console-credentials";
+const RUNNING_KEY = "a2a-console-running";
+const TERMINAL = ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
+const TEXT_MODES = ["text/plain", "application/json"];
+
+const state = { contextId: null, taskId: null, waiting: null, running: null, card: null };
+
+const agent = new Agent({ credentials: credentialHeaders, log: logRaw });
+
+function credentialHeaders() {
+  const saved = JSON.parse(sessionStorage.getItem(AUTH_KEY) || "null");
+  if (!saved?.secret) return {};
+  return saved.kind === "bearer" ? { Authorization: `Bearer ${saved.secret}` } : { "X-API-Key": saved.secret };
+}
+
+// --- raw mode --------------------------------------------------------------------------------
+
+function logRaw(kind, document, id) {
+  const arrow = kind === "request" ? "→" : "←";
+  const label = id ? `${arrow} [${id}] ` : `${arrow} `;
+  $("raw-log").append(document ? label + JSON.stringify(document) + "\n" : "");
+}
+
+// --- notices and credentials -----------------------------------------------------------------
+
+function notice(message) {
+  $("notice").textContent = message;
+  $("notice").hidden = !message;
+}
+
+function askCredentials(message) {
+  notice(message || "This agent wants credentials (HTTP 401): give an API key or a bearer token.");
+  $("auth-message").textContent = message || "This agent wants credentials (HTTP 401). They are kept for this tab only.";
+  if (!$("auth-dialog").open) $("auth-dialog").showModal();
+}
+
+async function guarded(work) {
+  try {
+    return await work();
+  } catch (error) {
+    if (error instanceof AuthRequired) askCredentials();
+    else if (error instanceof A2AError) notice(`The agent refused: ${error.message}`);
+    else if (error?.name !== "AbortError") notice(`Something went wrong: ${error?.message || error}`);
+    return undefined;
+  }
+}
+
+// --- rendering -------------------------------------------------------------------------------
+
+function bubble(kind, content) {
+  const node = document.createElement("div");
+  node.className = `message ${kind}`;
+  if (content !== undefined) node.append(content);
+  $("messages").append(node);
+  node.scrollIntoView({ block: "end" });
+  return node;
+}
+
+function userBubble(text) {
+  bubble("user", document.createTextNode(text));
+}
+
+class TurnView {
+  constructor() {
+    this.node = bubble("agent");
+    this.tools = document.createElement("div");
+    this.answer = document.createElement("div");
+    this.answer.className = "answer";
+    this.footer = document.createElement("div");
+    this.node.append(this.tools, this.answer, this.footer);
+    this.texts = new Map(); // artifact id -> text
+    this.rows = new Map(); // tool call id -> row
+    this.taskId = null;
+    this.contextId = null;
+    this.state = null;
+  }
+
+  get text() {
+    return [...this.texts.values()].join("\n\n");
+  }
+
+  restore(texts) {
+    this.texts = new Map(texts); // [artifact id, text so far]: later chunks append to their own
+    this.render();
+  }
+
+  render() {
+    this.answer.replaceChildren(renderMarkdown(this.text));
+    this.node.scrollIntoView({ block: "end" });
+  }
+
+  handle(result) {
+    if (result.task) return this.onTask(result.task);
+    if (result.message) {
+      this.texts.set("reply", textOf(result.message.parts));
+      this.state = "message";
+      return this.render();
+    }
+    if (result.artifactUpdate) return this.onArtifact(result.artifactUpdate);
+    if (result.statusUpdate) return this.onStatus(result.statusUpdate);
+  }
+
+  onTask(task) {
+    this.taskId = task.id;
+    this.contextId = task.contextId;
+    for (const artifact of task.artifacts || []) this.addArtifact(artifact, false);
+    if (task.artifacts?.length) this.render();
+    this.onState(task.status);
+  }
+
+  onArtifact(update) {
+    this.addArtifact(update.artifact, update.append);
+    this.render();
+  }
+
+  addArtifact(artifact, append) {
+    const id = artifact.artifactId || "answer";
+    const text = textOf(artifact.parts);
+    this.texts.set(id, append ? (this.texts.get(id) || "") + text : text);
+    for (const part of artifact.parts || []) {
+      if (part.data !== undefined) this.tools.append(block("data", JSON.stringify(part.data, null, 2)));
+      if (part.raw || part.url) this.tools.append(fileLink(part));
+    }
+  }
+
+  onStatus(update) {
+    const call = update.metadata?.toolCall;
+    if (call) this.onToolCall(call);
+    if (update.metadata?.usage) this.onUsage(update.metadata.usage);
+    this.onState(update.status);
+  }
+
+  onToolCall(call) {
+    let row = this.rows.get(call.id);
+    if (!row) {
+      row = document.createElement("div");
+      row.className = "tool";
+      row.dataset.tool = call.name;
+      const name = document.createElement("span");
+      name.className = "name";
+      name.textContent = call.name;
+      const outcome = document.createElement("span");
+      outcome.className = "outcome";
+      outcome.textContent = " running…";
+      row.append(name, outcome, block("arguments", JSON.stringify(call.arguments ?? {}, null, 0)));
+      this.rows.set(call.id, row);
+      this.tools.append(row);
+    }
+    if (call.state === "finished") {
+      row.querySelector(".outcome").textContent = call.ok ? ` done in ${call.durationMs} ms` : ` failed after ${call.durationMs} ms`;
+      row.classList.toggle("failed", !call.ok);
+      row.append(block(call.ok ? "result" : "error", call.result || ""));
+    }
+  }
+
+  onUsage(usage) {
+    const line = document.createElement("div");
+    line.className = "usage";
+    line.textContent =
+      `tokens: ${usage.promptTokens ?? 0} in, ${usage.completionTokens ?? 0} out · ` +
+      `model calls: ${usage.llmCalls ?? "?"} · tool calls: ${usage.toolCalls ?? 0}`;
+    this.footer.append(line);
+  }
+
+  onState(status) {
+    if (!status) return;
+    this.state = status.state;
+    if (status.state === "TASK_STATE_INPUT_REQUIRED" || status.state === "TASK_STATE_AUTH_REQUIRED") {
+      showQuestion(this, status.message);
+    } else if (TERMINAL.includes(status.state) && status.state !== "TASK_STATE_COMPLETED") {
+      const line = document.createElement("div");
+      line.className = "state";
+      line.textContent = `${status.state.replace("TASK_STATE_", "").toLowerCase()}: ${textOf(status.message?.parts) || ""}`;
+      this.footer.append(line);
+    }
+  }
+}
+
+function block(kind, text) {
+  const pre = document.createElement("pre");
+  pre.className = kind;
+  pre.textContent = text;
+  return pre;
+}
+
+function fileLink(part) {
+  const link = document.createElement("a");
+  link.textContent = `file: ${part.filename || "download"} (${part.mediaType || "?"})`;
+  if (part.url && /^https?:/i.test(part.url)) link.href = part.url;
+  else if (part.raw) {
+    const bytes = Uint8Array.from(atob(part.raw), (c) => c.charCodeAt(0));
+    link.href = URL.createObjectURL(new Blob([bytes], { type: part.mediaType || "application/octet-stream" }));
+    link.download = part.filename || "file";
+  }
+  link.rel = "noopener noreferrer";
+  const div = document.createElement("div");
+  div.append(link);
+  return div;
+}
+
+function textOf(parts) {
+  return (parts || []).filter((part) => typeof part.text === "string").map((part) => part.text).join("");
+}
+
+// --- questions, approvals, client tools ------------------------------------------------------
+
+function showQuestion(view, message) {
+  const box = document.createElement("div");
+  box.className = "question";
+  const parts = message?.parts || [];
+  const approval = parts.find((part) => part.data?.approval)?.data.approval;
+  const toolCalls = parts.find((part) => part.data?.toolCalls)?.data.toolCalls;
+  const question = textOf(parts);
+  state.waiting = { taskId: view.taskId, contextId: view.contextId };
+  state.taskId = view.taskId;
+  if (approval) {
+    box.append(block("pending", `${approval.name}(${JSON.stringify(approval.arguments)})`));
+    for (const [label, approved] of [["Approve", true], ["Deny", false]]) {
+      const button = document.createElement("button");
+      button.type = "button";
+      button.textContent = label;
+      button.addEventListener("click", () => answer({ data: { approved } }, label.toLowerCase()));
+      box.append(button);
+    }
+  } else if (toolCalls) {
+    box.append(block("pending", JSON.stringify(toolCalls, null, 2)));
+    const results = document.createElement("textarea");
+    results.value = JSON.stringify({ toolResults: toolCalls.map((call) => ({ id: call.id, result: "" })) }, null, 2);
+    const button = document.createElement("button");
+    button.type = "button";
+    button.textContent = "send results";
+    button.addEventListener("click", () => answer({ data: JSON.parse(results.value) }, "tool results"));
+    box.append(results, button);
+  } else {
+    const text = document.createElement("div");
+    text.textContent = question || "The agent needs more input.";
+    box.append(text);
+    $("input").placeholder = "Answer the question…";
+  }
+  view.footer.append(box);
+  $("input").focus();
+}
+
+async function answer(part, shown) {
+  if (!state.waiting) return;
+  await send(shown, { taskId: state.waiting.taskId, parts: [part] });
+}
+
+// --- sending, streaming, resuming ------------------------------------------------------------
+
+function newMessage(text, parts, taskId) {
+  const message = { messageId: crypto.randomUUID(), role: "ROLE_USER", parts: parts || [{ text }] };
+  if (state.contextId) message.contextId = state.contextId;
+  if (taskId) message.taskId = taskId;
+  return message;
+}
+
+async function send(text, { taskId = null, parts = null } = {}) {
+  notice("");
+  const file = $("file").files?.[0];
+  if (!parts && file) parts = [{ text }, await filePart(file)];
+  userBubble(text);
+  state.waiting = null;
+  $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
+  const view = new TurnView();
+  await runStream(view, "SendStreamingMessage", { message: newMessage(text, parts, taskId) });
+  $("file").value = "";
+}
+
+async function runStream(view, method, params, lastEventId) {
+  const controller = new AbortController();
+  state.running = { view, controller };
+  $("cancel").hidden = false;
+  let completed = false;
+  await guarded(async () => {
+    await agent.stream(method, params, {
+      lastEventId,
+      signal: controller.signal,
+      onEvent: (result, id) => {
+        view.handle(result);
+        if (view.contextId) state.contextId = view.contextId;
+        if (view.taskId) state.taskId = view.taskId;
+        sessionStorage.setItem(RUNNING_KEY, JSON.stringify({
+          taskId: view.taskId, contextId: view.contextId, lastEventId: id, texts: [...view.texts],
+        }));
+      },
+    });
+    completed = true;
+  });
+  if (state.running?.view !== view) return; // an answer already started the next stream
+  state.running = null;
+  $("cancel").hidden = true;
+  $("export").hidden = !state.taskId;
+  if (completed) sessionStorage.removeItem(RUNNING_KEY);
+  await guarded(refreshConversations);
+}
+
+async function resumeAfterReload() {
+  const saved = JSON.parse(sessionStorage.getItem(RUNNING_KEY) || "null");
+  if (!saved?.taskId) return false;
+  state.contextId = saved.contextId;
+  await openConversation(saved.contextId, { skipTask: saved.taskId });
+  const view = new TurnView();
+  view.taskId = saved.taskId;
+  view.contextId = saved.contextId;
+  view.restore(saved.texts || []);
+  await runStream(view, "SubscribeToTask", { id: saved.taskId }, saved.lastEventId);
+  return true;
+}
+
+async function filePart(file) {
+  const bytes = new Uint8Array(await file.arrayBuffer());
+  let binary = "";
+  for (const byte of bytes) binary += String.fromCharCode(byte);
+  return { raw: btoa(binary), mediaType: file.type || "application/octet-stream", filename: file.name };
+}
+
+// --- conversations ---------------------------------------------------------------------------
+
+async function refreshConversations() {
+  const result = await agent.call("ListTasks", { pageSize: 100, historyLength: 10 });
+  const seen = new Map();
+  for (const task of result.tasks || []) {
+    const first = (task.history || []).find((message) => message.role === "ROLE_USER");
+    seen.set(task.contextId, textOf(first?.parts) || task.id); // newest first: the oldest wins
+  }
+  const list = $("conversations");
+  list.replaceChildren();
+  for (const [contextId, label] of seen) {
+    const item = document.createElement("li");
+    item.textContent = label;
+    item.title = contextId;
+    item.dataset.context = contextId;
+    item.classList.toggle("current", contextId === state.contextId);
+    item.addEventListener("click", () => guarded(() => openConversation(contextId)));
+    list.append(item);
+  }
+}
+
+async function openConversation(contextId, { skipTask = null } = {}) {
+  state.contextId = contextId;
+  state.waiting = null;
+  $("messages").replaceChildren();
+  const result = await agent.call("ListTasks", {
+    contextId, pageSize: 100, historyLength: 100, includeArtifacts: true,
+  });
+  const tasks = (result.tasks || []).slice().reverse();
+  for (const task of tasks) {
+    for (const message of task.history || []) {
+      if (message.role === "ROLE_USER") userBubble(textOf(message.parts));
+    }
+    if (task.id === skipTask) continue; // its answer is resumed by the caller
+    const view = new TurnView();
+    view.onTask(task);
+  }
+  state.taskId = tasks.at(-1)?.id || null;
+  $("export").hidden = !state.taskId;
+  for (const item of $("conversations").children) item.classList.toggle("current", item.dataset.context === contextId);
+}
+
+async function exportTask() {
+  const task = await agent.call("GetTask", { id: state.taskId, historyLength: 100 });
+  const link = document.createElement("a");
+  link.href = URL.createObjectURL(new Blob([JSON.stringify(task, null, 2)], { type: "application/json" }));
+  link.download = `task-${state.taskId}.json`;
+  link.click();
+}
+
+// --- wiring ----------------------------------------------------------------------------------
+
+async function start() {
+  const card = await agent.card();
+  state.card = card;
+  $("agent-name").textContent = card.name;
+  $("agent-description").textContent = card.description || "";
+  document.title = `${card.name} · A2A console`;
+  const modes = card.defaultInputModes || [];
+  $("file").hidden = !modes.some((mode) => !TEXT_MODES.includes(mode));
+  notice("");
+  await refreshConversations();
+  await resumeAfterReload();
+}
+
+$("composer").addEventListener("submit", (event) => {
+  event.preventDefault();
+  const text = $("input").value.trim();
+  if (!text || state.running) return;
+  $("input").value = "";
+  const taskId = state.waiting?.taskId || null;
+  guarded(() => send(text, { taskId }));
+});
+$("input").addEventListener("keydown", (event) => {
+  if (event.key === "Enter" && !event.shiftKey) {
+    event.preventDefault();
+    $("composer").requestSubmit();
+  }
+});
+$("cancel").addEventListener("click", () =>
+  guarded(async () => {
+    const taskId = state.running?.view.taskId || state.taskId;
+    if (taskId) await agent.call("CancelTask", { id: taskId });
+  }),
+);
+$("new-conversation").addEventListener("click", () => {
+  state.contextId = null;
+  state.taskId = null;
+  state.waiting = null;
+  $("messages").replaceChildren();
+  $("export").hidden = true;
+  for (const item of $("conversations").children) item.classList.remove("current");
+});
+$("export").addEventListener("click", () => guarded(exportTask));
+$("raw-toggle").addEventListener("change", (event) => {
+  $("raw").hidden = !event.target.checked;
+});
+$("copy-raw").addEventListener("click", () => navigator.clipboard?.writeText($("raw-log").textContent));
+$("sign-in").addEventListener("click", () => askCredentials("Credentials for this agent (kept for this tab only)."));
+$("auth-form").addEventListener("submit", () => {
+  sessionStorage.setItem(AUTH_KEY, JSON.stringify({ kind: $("auth-kind").value, secret: $("auth-secret").value }));
+  $("auth-secret").value = "";
+  guarded(start);
+});
+
+guarded(start);
