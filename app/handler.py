@@ -461,8 +461,10 @@ class RequestHandler:
         del record  # an idle stream holds no copy of the task
         if ends_stream(state, at_interrupt=at_interrupt):
             return
+        # The snapshot says the task goes on: the first read may wait (it answers at once if
+        # entries came meanwhile). One store call per new subscriber, not three.
         async for entry in self._tail(
-            task_id, owner=owner, after=position, at_interrupt=at_interrupt
+            task_id, owner=owner, after=position, at_interrupt=at_interrupt, wait_first=True
         ):
             yield entry
 
@@ -474,13 +476,16 @@ class RequestHandler:
         after: int,
         at_interrupt: bool,
         until_drain: bool = True,
+        wait_first: bool = False,
     ) -> AsyncGenerator[JournalEntry, None]:
         """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`).
 
         With `until_drain` it also ends, after the entry it is at, when this server starts
-        draining: a blocked read is given up at once.
+        draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
+        task was going on at `after`), the first read does not wait: a reader already at the end
+        of a task that has ended must not hang.
         """
-        block_s = 0.0  # the first read does not wait: a reader already at the end must not hang
+        block_s = self._read_block_s if wait_first else 0.0
         while True:
             if until_drain and self._drain.started:
                 return

@@ -175,6 +175,10 @@ class RedisCheckpointStore(CheckpointStore):
             await self._redis.delete(self._keys.checkpoint(owner, task_id))
 
 
+COMMANDS_MAX = 512
+LEASES_MAX = 256
+
+
 @dataclass(frozen=True, kw_only=True)
 class PoolSizes:
     """How many connections each of a replica's three Redis clients may open.
@@ -184,13 +188,19 @@ class PoolSizes:
     * readers = max_streams + 16. Every open stream and every blocking SendMessage holds one
       stream slot and, while it waits, one blocking journal read; the 16 spare cover the other
       blocking waits (a CancelTask waiting for another replica to record the cancel).
-    * commands = max_running_turns + max_streams // 4 + 32. A running turn writes one command at
-      a time; a stream or blocking send runs a short lookup between its blocking reads (a burst
-      of new streams all do it at once, hence a quarter of them); 32 for everything else
-      (GetTask, ListTasks, claims, creates).
-    * leases = max_running_turns + 8: every running turn may take or release its lease at the
-      same moment (a burst of sends), and 8 for the cancel listener (held for good), the renewal
-      loop, the orphan sweep and the readiness probe.
+    * commands = max_running_turns + max_streams // 4 + 32, at most COMMANDS_MAX. A running turn
+      writes one command at a time; a stream or blocking send runs a short lookup between its
+      blocking reads (a burst of new streams all do it at once, hence a quarter of them); 32 for
+      everything else (GetTask, ListTasks, claims, creates).
+    * leases = max_running_turns + 8, at most LEASES_MAX: every running turn may take or release
+      its lease at the same moment (a burst of sends), and 8 for the cancel listener (held for
+      good), the renewal loop, the orphan sweep and the readiness probe.
+
+    The caps: one event loop drives every connection, and past a few hundred more connections
+    add no throughput, only connection attempts. With limits raised for a load test
+    (20,000 streams, 4,096 turns), the uncapped rule opened 9,000 command connections in a burst
+    of 10,000 new streams, and most of them timed out connecting while the loop was saturated.
+    Callers of a full pool wait their turn instead (see `create_redis_stores`).
 
     Connections are opened on demand, so an idle replica holds few of them.
     """
@@ -202,9 +212,9 @@ class PoolSizes:
     @classmethod
     def for_limits(cls, *, max_running_turns: int, max_streams: int) -> PoolSizes:
         return cls(
-            commands=max_running_turns + max_streams // 4 + 32,
+            commands=min(max_running_turns + max_streams // 4 + 32, COMMANDS_MAX),
             readers=max_streams + 16,
-            leases=max_running_turns + 8,
+            leases=min(max_running_turns + 8, LEASES_MAX),
         )
 
 
@@ -314,13 +324,17 @@ def create_redis_stores(
             )
         )
 
+    # A burst of requests (thousands of streams opening at once) opens hundreds of connections
+    # while the event loop is saturated: a connection attempt then waits for the loop, not for
+    # Redis, and a tight bound turned that burst into "store unavailable" for most of it. A
+    # frozen Redis still accepts connections (the kernel does), so commands still fail within
+    # one command timeout; only an unreachable host takes the longer bound to be reported.
+    burst_connect_timeout_s = max(5.0, command_timeout_s)
     client = client_of(
-        sizes.commands, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
+        sizes.commands, timeout_s=command_timeout_s, connect_timeout_s=burst_connect_timeout_s
     )
-    # A burst of new streams opens hundreds of reader connections at once; the reads are
-    # bounded anyway, so their connection attempts get some slack.
     read_client = client_of(
-        sizes.readers, timeout_s=None, connect_timeout_s=max(5.0, command_timeout_s)
+        sizes.readers, timeout_s=None, connect_timeout_s=burst_connect_timeout_s
     )
     lease_client = client_of(
         sizes.leases, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s

@@ -18,7 +18,8 @@ task may then exist unlisted, as an abandoned create). A publish only moves an e
 orders on the snapshot's own state and time (kept beside it in the hash), never on the index
 score, so a stale score cannot give a wrong answer.
 
-Blocking reads hold a connection for up to `timeout_s`. They go to `read_client`, which should be
+Blocking reads hold a connection for up to `timeout_s`, one per journal and position however many
+readers wait there (`SharedReads`). They go to `read_client`, which should be
 a client of its own with a pool sized for the number of concurrent readers (see
 `create_redis_stores`) and no socket timeout shorter than the longest block, so that waiting
 readers never take the connections that publishes need.
@@ -31,6 +32,7 @@ import builtins
 import logging
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from stores.base import (
@@ -47,6 +49,7 @@ from stores.base import (
 from stores.codec import dump_event, dump_task, load_task, stored_entry
 from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot, TaskState
 from stores.paging import decode_cursor, encode_cursor
+from stores.redis_batch import CommandBatcher
 from stores.redis_keys import RedisKeys
 from stores.redis_support import (
     AnyPipeline,
@@ -58,6 +61,7 @@ from stores.redis_support import (
     timestamp_ms,
     timestamp_us,
 )
+from stores.shared_reads import SharedReads
 
 # KEYS: task hash, journal. ARGV: snapshot, event, state, ms, us, ttl ms, journal max.
 _CREATE = LuaScript(
@@ -112,6 +116,9 @@ return pos
 logger = logging.getLogger(__name__)
 
 _READ_TIMEOUT_MARGIN_S = 5.0
+# A reader that joined a read started by another one with a longer block stops waiting this long
+# after its own time is up (a silent connection is then found by the store check that follows).
+_JOIN_GRACE_S = 1.0
 
 
 class RedisTaskStore(TaskStore):
@@ -136,6 +143,9 @@ class RedisTaskStore(TaskStore):
         self._ttl_ms = int(ttl_s * 1000)
         self._index_ttl_ms = 2 * self._ttl_ms
         self._journal_max = journal_max
+        # Batched only on one Redis (see CommandBatcher).
+        self._batcher = CommandBatcher(client) if isinstance(client, Redis) else None
+        self._waits: SharedReads[builtins.list[JournalEntry]] = SharedReads()
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         keys = [self._keys.task(owner, task.id), self._keys.journal(owner, task.id)]
@@ -255,8 +265,11 @@ class RedisTaskStore(TaskStore):
         ]
         with redis_available():
             if snapshot is None:
-                # The streaming hot path: exactly one EVALSHA round trip.
-                position = int(await _PUBLISH(self._redis, keys, args))
+                # The streaming hot path: one EVALSHA, in the next round trip out.
+                if self._batcher is not None:
+                    position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+                else:
+                    position = int(await _PUBLISH(self._redis, keys, args))
             else:
                 args += [
                     dump_task(snapshot),
@@ -286,9 +299,21 @@ class RedisTaskStore(TaskStore):
         with redis_available():
             if timeout_s <= 0:
                 return _entries(await self._redis.xread({journal: start}))
-            # One blocking XREAD: it answers at once when entries are already there. (A task that
-            # does not exist just waits out the timeout; readers check the task between reads.)
-            block_ms = max(1, int(timeout_s * 1000))
+            # One blocking XREAD, shared by every reader of this journal at this position.
+            return await self._waits.read(
+                (journal, start),
+                lambda: self._blocking_read(journal, start, timeout_s),
+                timeout_s=timeout_s + _JOIN_GRACE_S,
+                nothing=[],
+            )
+
+    async def _blocking_read(
+        self, journal: str, start: str, timeout_s: float
+    ) -> builtins.list[JournalEntry]:
+        """It answers at once when entries are already there. (A task that does not exist just
+        waits out the timeout; readers check the task between reads.)"""
+        block_ms = max(1, int(timeout_s * 1000))
+        with redis_available():
             try:
                 async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
                     found = await self._read_redis.xread({journal: start}, block=block_ms)

@@ -13,7 +13,7 @@ from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
 
 from stores.base import StoreUnavailable
-from stores.models import StatusUpdate, Task, TaskState, TaskStatus
+from stores.models import JournalEntry, StatusUpdate, Task, TaskState, TaskStatus
 from stores.redis_stores import PoolSizes, create_redis_stores
 from tests.e2e_redis.support import RedisServer
 from tests.redis.conftest import REDIS_URL, TTL_S
@@ -21,6 +21,16 @@ from tests.redis.conftest import REDIS_URL, TTL_S
 pytestmark = pytest.mark.redis
 
 OWNER = "o:{1}"
+
+
+async def blocked_in(command: str) -> int:
+    """How many connections of Redis are blocked in `command` now (CLIENT LIST)."""
+    observer = Redis.from_url(REDIS_URL)
+    try:
+        clients = await observer.client_list()
+        return sum(1 for c in clients if c.get("cmd") == command and "b" in c.get("flags", ""))
+    finally:
+        await observer.aclose()
 
 
 async def until_blocked(command: str, count: int) -> None:
@@ -44,6 +54,9 @@ def new_task(task_id: str) -> Task:
 def test_pool_sizes_follow_the_limits() -> None:
     defaults = PoolSizes.for_limits(max_running_turns=64, max_streams=1000)
     assert (defaults.commands, defaults.readers, defaults.leases) == (346, 1016, 72)
+    # Raised for a load test: more connections would only be more connection attempts.
+    big = PoolSizes.for_limits(max_running_turns=4096, max_streams=20000)
+    assert (big.commands, big.readers, big.leases) == (512, 20016, 256)
     small = PoolSizes.for_limits(max_running_turns=1, max_streams=4)
     assert (small.commands, small.readers, small.leases) == (34, 20, 9)
 
@@ -79,18 +92,63 @@ async def test_blocking_readers_never_starve_writes(prefix: str) -> None:
     sizes = PoolSizes.for_limits(max_running_turns=1, max_streams=200)
     assert sizes.readers > sizes.commands
     try:
-        await stores.tasks.create(new_task("t"), owner=OWNER)
+        names = [f"t{n}" for n in range(sizes.readers)]  # one reader per task: one read each
+        for name in names:
+            await stores.tasks.create(new_task(name), owner=OWNER)
         readers = [
-            asyncio.create_task(stores.tasks.read("t", owner=OWNER, after=1, timeout_s=2))
-            for _ in range(sizes.readers)
+            asyncio.create_task(stores.tasks.read(name, owner=OWNER, after=1, timeout_s=3))
+            for name in names
         ]
         await until_blocked("xread", sizes.readers)
+        update = Task(id="t0", context_id="c", status=TaskStatus(state=TaskState.WORKING))
+        event = StatusUpdate(task_id="t0", context_id="c", status=update.status)
+        assert await stores.tasks.publish("t0", event, owner=OWNER, snapshot=update) == 2
+        # Its reader, on a connection of its own, sees the write at once; the others wait on.
+        found = await asyncio.wait_for(readers[0], 2)
+        assert [entry.position for entry in found] == [2]
+        assert await asyncio.gather(*readers[1:]) == [[]] * (sizes.readers - 1)
+    finally:
+        await stores.aclose()
+
+
+async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> None:
+    """10,000 subscribers of one task must not be 10,000 Redis connections."""
+    stores = create_redis_stores(
+        REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=1000
+    )
+    try:
+        await stores.tasks.create(new_task("t"), owner=OWNER)
+
+        def reader(timeout_s: float = 10) -> asyncio.Task[list[JournalEntry]]:
+            return asyncio.create_task(
+                stores.tasks.read("t", owner=OWNER, after=1, timeout_s=timeout_s)
+            )
+
+        readers = [reader() for _ in range(1000)]
+        await until_blocked("xread", 1)
+        await asyncio.sleep(0.2)
+        assert await blocked_in("xread") == 1
+        # One leaves (its client went away), one asks for a shorter wait: the rest are untouched.
+        readers.pop().cancel()
+        started = time.monotonic()
+        assert await reader(timeout_s=0.3) == []
+        assert time.monotonic() - started < 2
         update = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.WORKING))
         event = StatusUpdate(task_id="t", context_id="c", status=update.status)
         assert await stores.tasks.publish("t", event, owner=OWNER, snapshot=update) == 2
-        # Every reader, each on a connection of its own, sees the write at once.
-        results = await asyncio.gather(*readers)
+        results = await asyncio.wait_for(asyncio.gather(*readers), 5)
         assert {tuple(entry.position for entry in found) for found in results} == {(2,)}
+        # When every reader has left, the read does not hold its connection until it times out.
+        leaving = [reader() for _ in range(10)]
+        await until_blocked("xread", 1)
+        for job in leaving:
+            job.cancel()
+        await asyncio.gather(*leaving, return_exceptions=True)
+        for _ in range(100):
+            if await blocked_in("xread") == 0:
+                break
+            await asyncio.sleep(0.02)
+        assert await blocked_in("xread") == 0, "a read nobody waits for still blocks"
     finally:
         await stores.aclose()
 

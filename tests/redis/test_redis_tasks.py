@@ -261,6 +261,57 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
         await client.aclose()
 
 
+async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
+    prefix: str, read_client: Redis
+) -> None:
+    client = Redis.from_pool(
+        BlockingConnectionPool.from_url(REDIS_URL, connection_class=_CountingConnection)
+    )
+    store = RedisTaskStore(client, prefix=prefix, ttl_s=TTL_S, read_client=read_client)
+    keys = RedisKeys(prefix)
+    try:
+        turns = [make_task(f"task:{n}{{x{n}}}") for n in range(20)]
+        for task in turns:
+            await store.create(task, owner=OWNER)
+        # One of them has a journal Redis cannot append to: its publish fails, alone.
+        broken = turns[7]
+        await client.delete(keys.journal(OWNER, broken.id))
+        await client.set(keys.journal(OWNER, broken.id), "not a stream")
+        await client.script_flush()  # and the script has to be loaded again on the way
+        writes = _CountingConnection.writes
+        writes.clear()
+        outcomes = await asyncio.gather(
+            *(
+                store.publish(task.id, chunk(task, f"{n}.{i}"), owner=OWNER)
+                for i in range(5)
+                for n, task in enumerate(turns)
+            ),
+            return_exceptions=True,
+        )
+        by_task = [outcomes[n::20] for n in range(20)]
+        assert all(isinstance(outcome, Exception) for outcome in by_task[7]), by_task[7]
+        assert "WRONGTYPE" in str(by_task[7][0])
+        for n, positions in enumerate(by_task):
+            if n != 7:
+                assert sorted(positions) == [2, 3, 4, 5, 6], (n, positions)  # type: ignore[type-var]
+        pipelines = [write for write in writes if write.count("EVALSHA") > 1]
+        assert len([w for w in writes if "EVALSHA" in w]) <= 4, writes  # not 100 round trips
+        assert sum(write.count("EVALSHA") for write in pipelines) >= 99
+        # Every chunk is in its task's journal once, in order.
+        for n, task in enumerate(turns):
+            if n != 7:
+                texts = [
+                    entry.event.artifact.parts[0].text  # type: ignore[union-attr]
+                    for entry in await store.read(task.id, owner=OWNER, after=1, timeout_s=0)
+                ]
+                assert texts == [f"{n}.{i}" for i in range(5)]
+    finally:
+        keys_left = [key async for key in client.scan_iter(match=f"{prefix}:*")]
+        if keys_left:
+            await client.delete(*keys_left)
+        await client.aclose()
+
+
 async def test_scripts_are_reloaded_after_a_script_flush(
     tasks: RedisTaskStore, client: Redis
 ) -> None:
