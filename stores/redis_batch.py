@@ -4,7 +4,8 @@ A streamed chunk is one EVALSHA, and with many turns streaming at once most of R
 redis-py's cost is per round trip (a pool checkout, a write, a read wake-up), not per command.
 The batcher keeps one pipeline in flight; whatever is issued meanwhile waits for it and then goes
 out as the next pipeline, so N concurrent turns publish their chunks in about one round trip.
-A lone caller waits for nothing: with no batch in flight its command goes out at once.
+A lone caller waits for nothing: with nothing in flight its command goes out at once, as a plain
+command (a pipeline of one costs more in redis-py than the command alone).
 
 Each caller gets its own command's reply or error. A script Redis does not know (NOSCRIPT, after
 a restart or a SCRIPT FLUSH) is loaded and its commands sent again: they did not run. A failure of
@@ -37,15 +38,26 @@ _Call = tuple[LuaScript, Sequence[Any], "asyncio.Future[Any]"]
 class CommandBatcher:
     def __init__(self, client: Redis) -> None:
         self._client = client
+        self._busy = False  # a round trip is in flight: new commands queue for the next one
         self._pending: list[_Call] = []
         self._sender: asyncio.Task[None] | None = None
 
     async def run_script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
+        if not self._busy:  # nothing in flight: this one goes out now, as a plain command
+            self._busy = True
+            try:
+                return await script(self._client, keys, args)
+            finally:
+                self._busy = False
+                self._send_pending()
         reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
         self._pending.append((script, [script.sha, len(keys), *keys, *args], reply))
-        if self._sender is None:
-            self._sender = asyncio.create_task(self._send_all())
         return await reply
+
+    def _send_pending(self) -> None:
+        if self._pending and not self._busy:
+            self._busy = True
+            self._sender = asyncio.create_task(self._send_all())
 
     async def _send_all(self) -> None:
         try:
@@ -61,6 +73,7 @@ class CommandBatcher:
                     self._pending = batch + self._pending
                     raise
         finally:
+            self._busy = False
             self._sender = None
             for _, _, reply in self._pending:  # cancelled (shutdown): nothing more is sent
                 if not reply.done():
