@@ -12,6 +12,11 @@ const AUTH_KEY = "a2a-console-credentials";
 const RUNNING_KEY = "a2a-console-running";
 const TERMINAL = ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
 const TEXT_MODES = ["text/plain", "application/json"];
+// Where a stream ends on its own; anything else means it was cut (a dropped connection, a server
+// that drained): the console follows the task again from the last event it saw.
+const STREAM_ENDS = [...TERMINAL, "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED", "message"];
+const FOLLOW_AGAIN = 5; // attempts, 0.5 s apart and more
+const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
 const state = { contextId: null, taskId: null, waiting: null, running: null, card: null };
 
@@ -281,22 +286,45 @@ async function runStream(view, method, params, lastEventId) {
   const controller = new AbortController();
   state.running = { view, controller };
   $("cancel").hidden = false;
+  let last = lastEventId;
   let completed = false;
-  await guarded(async () => {
-    await agent.stream(method, params, {
-      lastEventId,
-      signal: controller.signal,
-      onEvent: (result, id) => {
-        view.handle(result);
-        if (view.contextId) state.contextId = view.contextId;
-        if (view.taskId) state.taskId = view.taskId;
-        sessionStorage.setItem(RUNNING_KEY, JSON.stringify({
-          taskId: view.taskId, contextId: view.contextId, lastEventId: id, texts: [...view.texts],
-        }));
-      },
-    });
-    completed = true;
-  });
+  for (let attempt = 0; ; attempt += 1) {
+    let cut = null;
+    try {
+      await agent.stream(method, params, {
+        lastEventId: last,
+        signal: controller.signal,
+        onEvent: (result, id) => {
+          view.handle(result);
+          if (view.contextId) state.contextId = view.contextId;
+          if (view.taskId) state.taskId = view.taskId;
+          if (id) last = id;
+          sessionStorage.setItem(RUNNING_KEY, JSON.stringify({
+            taskId: view.taskId, contextId: view.contextId, lastEventId: last, texts: [...view.texts],
+          }));
+        },
+      });
+    } catch (error) {
+      if (error instanceof AuthRequired || error instanceof A2AError || error?.name === "AbortError") {
+        await guarded(() => { throw error; });
+        break;
+      }
+      cut = error; // the connection dropped mid-stream
+    }
+    if (STREAM_ENDS.includes(view.state) || (!cut && !view.taskId)) {
+      completed = true;
+      if (attempt) notice("");
+      break;
+    }
+    if (!view.taskId || attempt >= FOLLOW_AGAIN || controller.signal.aborted) {
+      notice(`The stream was cut (${cut?.message || "it ended before the task did"}); ` +
+        "the conversation is kept: reload the page to follow the task again.");
+      break;
+    }
+    notice("The stream was cut; following the task again…");
+    await pause(500 * (attempt + 1));
+    [method, params] = ["SubscribeToTask", { id: view.taskId }];
+  }
   if (state.running?.view !== view) return; // an answer already started the next stream
   state.running = null;
   $("cancel").hidden = true;

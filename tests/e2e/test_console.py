@@ -57,6 +57,15 @@ def last_answer(page):
     return page.locator(".message.agent .answer").last
 
 
+def until_answer_shows(page, text: str, *, timeout_ms: float = 30_000) -> None:
+    page.wait_for_function(
+        "(text) => document.querySelector('.message.agent:last-child .answer')"
+        "?.textContent.includes(text)",
+        arg=text,
+        timeout=timeout_ms,
+    )
+
+
 def test_the_page_is_served_offline_under_a_strict_policy(server):
     response = httpx.get(server.url + "/console", timeout=10)
     policy = response.headers["content-security-policy"]
@@ -73,9 +82,7 @@ def test_a_streamed_answer_shows_before_the_turn_ends(page, fake_llm, marker):
     pieces = [f"part{n} " for n in range(6)]
     fake_llm.script(text(pieces, chunk_delay=0.4, when_user_contains=marker))
     say(page, f"stream {marker}")
-    page.wait_for_function(
-        "() => document.querySelector('.message.agent:last-child .answer')?.textContent.includes('part1')"
-    )
+    until_answer_shows(page, "part1")
     assert page.is_visible("#cancel"), "the turn had already ended"
     page.wait_for_selector("#cancel", state="hidden")
     assert last_answer(page).inner_text().strip() == "".join(pieces).strip()
@@ -132,17 +139,39 @@ def test_a_reload_mid_turn_resumes_without_repeating_text(page, fake_llm, marker
     pieces = [f"w{n:02d} " for n in range(12)]
     fake_llm.script(text(pieces, chunk_delay=0.3, when_user_contains=marker))
     say(page, f"reload {marker}")
-    page.wait_for_function(
-        "() => document.querySelector('.message.agent:last-child .answer')?.textContent.includes('w02')"
-    )
+    until_answer_shows(page, "w02")
     page.reload()
-    page.wait_for_function(
-        "() => document.querySelector('.message.agent:last-child .answer')?.textContent.includes('w11')",
-        timeout=30_000,
-    )
+    until_answer_shows(page, "w11")
     page.wait_for_selector("#cancel", state="hidden")
     assert last_answer(page).inner_text().strip() == "".join(pieces).strip()
     assert page.locator(".message.user", has_text=f"reload {marker}").count() == 1
+
+
+def test_a_cut_stream_is_followed_again_without_repeating_text(page, fake_llm, marker):
+    """The connection drops after three events (a proxy, a replica draining): the console
+    subscribes again from the last event it saw, and the answer ends whole, once."""
+    pieces = [f"c{n:02d} " for n in range(8)]
+    fake_llm.script(text(pieces, chunk_delay=0.1, when_user_contains=marker))
+    subscribed: list[str | None] = []
+
+    def cut_the_first_stream(route):
+        request = route.request
+        if "SubscribeToTask" in (request.post_data or ""):
+            subscribed.append(request.headers.get("last-event-id"))
+        if "SendStreamingMessage" not in (request.post_data or ""):
+            return route.continue_()
+        response = route.fetch()  # the whole stream, of which the browser gets a part
+        events = response.body().split(b"\r\n\r\n")
+        route.fulfill(response=response, body=b"\r\n\r\n".join(events[:3]) + b"\r\n\r\n")
+
+    page.route("**/*", cut_the_first_stream)
+    say(page, f"cut {marker}")
+    until_answer_shows(page, "c07")
+    page.wait_for_selector("#cancel", state="hidden")
+    assert last_answer(page).inner_text().strip() == "".join(pieces).strip()
+    assert subscribed == ["3"], "it did not follow the task again from the third event"
+    assert page.is_hidden("#notice"), page.inner_text("#notice")
+    page.unroute("**/*")
 
 
 def test_an_answer_with_markup_runs_nothing(page, fake_llm, marker):
@@ -152,9 +181,7 @@ def test_an_answer_with_markup_runs_nothing(page, fake_llm, marker):
     )
     fake_llm.script(text(attack, when_user_contains=marker))
     say(page, f"xss {marker}")
-    page.wait_for_function(
-        "() => document.querySelector('.message.agent:last-child .answer')?.textContent.includes('Look')"
-    )
+    until_answer_shows(page, "Look")
     answer = last_answer(page)
     assert answer.locator("img, script").count() == 0
     assert answer.locator("a").count() == 0  # a javascript: link stays text

@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import asyncio
 import time
+from collections.abc import AsyncIterator
 from datetime import UTC, datetime
 from typing import Any, ClassVar
 
@@ -228,32 +229,14 @@ class _CountingConnection(Connection):
             self._in_pipeline = False
 
 
-async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
-    prefix: str, read_client: Redis
-) -> None:
+@pytest.fixture
+async def counted(prefix: str, read_client: Redis) -> AsyncIterator[tuple[RedisTaskStore, Redis]]:
+    """A task store whose command connections record their round trips (`_CountingConnection`)."""
     client = Redis.from_pool(
         BlockingConnectionPool.from_url(REDIS_URL, connection_class=_CountingConnection)
     )
-    store = RedisTaskStore(client, prefix=prefix, ttl_s=TTL_S, read_client=read_client)
     try:
-        task = make_task()
-        await store.create(task, owner=OWNER)
-        await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
-        writes = _CountingConnection.writes
-        writes.clear()
-        for i in range(10):
-            await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
-        assert writes == [["EVALSHA"]] * 10
-
-        writes.clear()
-        working = make_task(state=TaskState.WORKING)
-        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
-        await store.publish(task.id, update, owner=OWNER, snapshot=working)
-        assert writes == [["EVALSHA", "ZADD", "PEXPIRE", "ZADD", "PEXPIRE"]]
-
-        writes.clear()
-        assert (await store.get(task.id, owner=OWNER)) is not None
-        assert writes == [["HMGET"]]
+        yield RedisTaskStore(client, prefix=prefix, ttl_s=TTL_S, read_client=read_client), client
     finally:
         keys = [key async for key in client.scan_iter(match=f"{prefix}:*")]
         if keys:
@@ -261,55 +244,70 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
         await client.aclose()
 
 
-async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
-    prefix: str, read_client: Redis
+async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
+    counted: tuple[RedisTaskStore, Redis],
 ) -> None:
-    client = Redis.from_pool(
-        BlockingConnectionPool.from_url(REDIS_URL, connection_class=_CountingConnection)
-    )
-    store = RedisTaskStore(client, prefix=prefix, ttl_s=TTL_S, read_client=read_client)
+    store, _ = counted
+    task = make_task()
+    await store.create(task, owner=OWNER)
+    await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
+    writes = _CountingConnection.writes
+    writes.clear()
+    for i in range(10):
+        await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
+    assert writes == [["EVALSHA"]] * 10
+
+    writes.clear()
+    working = make_task(state=TaskState.WORKING)
+    update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
+    await store.publish(task.id, update, owner=OWNER, snapshot=working)
+    assert writes == [["EVALSHA", "ZADD", "PEXPIRE", "ZADD", "PEXPIRE"]]
+
+    writes.clear()
+    assert (await store.get(task.id, owner=OWNER)) is not None
+    assert writes == [["HMGET"]]
+
+
+async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
+    prefix: str, counted: tuple[RedisTaskStore, Redis]
+) -> None:
+    store, client = counted
     keys = RedisKeys(prefix)
-    try:
-        turns = [make_task(f"task:{n}{{x{n}}}") for n in range(20)]
-        for task in turns:
-            await store.create(task, owner=OWNER)
-        # One of them has a journal Redis cannot append to: its publish fails, alone.
-        broken = turns[7]
-        await client.delete(keys.journal(OWNER, broken.id))
-        await client.set(keys.journal(OWNER, broken.id), "not a stream")
-        await client.script_flush()  # and the script has to be loaded again on the way
-        writes = _CountingConnection.writes
-        writes.clear()
-        outcomes = await asyncio.gather(
-            *(
-                store.publish(task.id, chunk(task, f"{n}.{i}"), owner=OWNER)
-                for i in range(5)
-                for n, task in enumerate(turns)
-            ),
-            return_exceptions=True,
-        )
-        by_task = [outcomes[n::20] for n in range(20)]
-        assert all(isinstance(outcome, Exception) for outcome in by_task[7]), by_task[7]
-        assert "WRONGTYPE" in str(by_task[7][0])
-        for n, positions in enumerate(by_task):
-            if n != 7:
-                assert sorted(positions) == [2, 3, 4, 5, 6], (n, positions)  # type: ignore[type-var]
-        pipelines = [write for write in writes if write.count("EVALSHA") > 1]
-        assert len([w for w in writes if "EVALSHA" in w]) <= 4, writes  # not 100 round trips
-        assert sum(write.count("EVALSHA") for write in pipelines) >= 99
-        # Every chunk is in its task's journal once, in order.
-        for n, task in enumerate(turns):
-            if n != 7:
-                texts = [
-                    entry.event.artifact.parts[0].text  # type: ignore[union-attr]
-                    for entry in await store.read(task.id, owner=OWNER, after=1, timeout_s=0)
-                ]
-                assert texts == [f"{n}.{i}" for i in range(5)]
-    finally:
-        keys_left = [key async for key in client.scan_iter(match=f"{prefix}:*")]
-        if keys_left:
-            await client.delete(*keys_left)
-        await client.aclose()
+    turns = [make_task(f"task:{n}{{x{n}}}") for n in range(20)]
+    for task in turns:
+        await store.create(task, owner=OWNER)
+    # One of them has a journal Redis cannot append to: its publish fails, alone.
+    broken = turns[7]
+    await client.delete(keys.journal(OWNER, broken.id))
+    await client.set(keys.journal(OWNER, broken.id), "not a stream")
+    await client.script_flush()  # and the script has to be loaded again on the way
+    writes = _CountingConnection.writes
+    writes.clear()
+    outcomes = await asyncio.gather(
+        *(
+            store.publish(task.id, chunk(task, f"{n}.{i}"), owner=OWNER)
+            for i in range(5)
+            for n, task in enumerate(turns)
+        ),
+        return_exceptions=True,
+    )
+    by_task = [outcomes[n::20] for n in range(20)]
+    assert all(isinstance(outcome, Exception) for outcome in by_task[7]), by_task[7]
+    assert "WRONGTYPE" in str(by_task[7][0])
+    for n, positions in enumerate(by_task):
+        if n != 7:
+            assert sorted(positions) == [2, 3, 4, 5, 6], (n, positions)  # type: ignore[type-var]
+    pipelines = [write for write in writes if write.count("EVALSHA") > 1]
+    assert len([w for w in writes if "EVALSHA" in w]) <= 4, writes  # not 100 round trips
+    assert sum(write.count("EVALSHA") for write in pipelines) >= 99
+    # Every chunk is in its task's journal once, in order.
+    for n, task in enumerate(turns):
+        if n != 7:
+            texts = [
+                entry.event.artifact.parts[0].text  # type: ignore[union-attr]
+                for entry in await store.read(task.id, owner=OWNER, after=1, timeout_s=0)
+            ]
+            assert texts == [f"{n}.{i}" for i in range(5)]
 
 
 async def test_scripts_are_reloaded_after_a_script_flush(
