@@ -422,7 +422,11 @@ async function start() {
 $("composer").addEventListener("submit", (event) => {
   event.preventDefault();
   const text = $("input").value.trim();
-  if (!text || state.running) return;
+  if (!text) return;
+  if (state.running) { // the text stays in the composer, to send once the answer has ended
+    notice("An answer is still streaming: send when it ends, or cancel it.");
+    return;
+  }
   $("input").value = "";
   const taskId = state.waiting?.taskId || null;
   guarded(() => send(text, { taskId }));

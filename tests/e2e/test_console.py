@@ -49,6 +49,7 @@ def page(browser, server):
 
 
 def say(page, message: str) -> None:
+    page.wait_for_selector("#cancel", state="hidden")  # as a person would: the last turn ended
     page.fill("#input", message)
     page.press("#input", "Enter")
 
