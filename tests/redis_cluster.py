@@ -39,7 +39,11 @@ def _free_cluster_port() -> int:
 
 class LocalRedisCluster:
     def __init__(self, masters: int = MASTERS, replicas: int = 1) -> None:
-        self.ports = [_free_cluster_port() for _ in range(masters * (1 + replicas))]
+        self.ports: list[int] = []
+        while len(self.ports) < masters * (1 + replicas):  # distinct: a port picked twice
+            port = _free_cluster_port()  # would leave a running node without its process
+            if port not in self.ports:
+                self.ports.append(port)
         self.replicas = replicas
         self.dir = Path(tempfile.mkdtemp(prefix="a2a-redis-cluster-"))
         self.processes: dict[int, subprocess.Popen[bytes]] = {}
@@ -55,6 +59,14 @@ class LocalRedisCluster:
         return RedisCluster(host="127.0.0.1", port=self.ports[0], socket_timeout=5)
 
     def start(self) -> LocalRedisCluster:
+        try:
+            self._create()
+        except BaseException:
+            self.stop()  # no node outlives a cluster that did not come up
+            raise
+        return self
+
+    def _create(self) -> None:
         for port in self.ports:
             self._start_node(port)
         hosts = [f"127.0.0.1:{port}" for port in self.ports]
@@ -64,7 +76,6 @@ class LocalRedisCluster:
             check=True, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, timeout=60,
         )  # fmt: skip
         self._until(self._healthy, "the cluster did not come up")
-        return self
 
     def _start_node(self, port: int) -> None:
         self.processes[port] = subprocess.Popen(
