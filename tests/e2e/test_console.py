@@ -116,9 +116,10 @@ def test_approve_and_deny_round_trips(page, fake_llm, marker):
     page.locator(".question button", has_text="Approve").last.click()
     page.wait_for_function("() => document.body.innerText.includes('The sum is 5.')")
     say(page, f"no {marker}")
-    page.locator(".question pre.pending").last.wait_for()
-    assert "add(" in page.locator(".question pre.pending").last.inner_text()
-    page.locator(".question button", has_text="Deny").last.click()
+    # The second question (the first one's box stays on the page, answered).
+    page.locator(".question pre.pending").nth(1).wait_for()
+    assert "add(" in page.locator(".question pre.pending").nth(1).inner_text()
+    page.locator(".question").nth(1).locator("button", has_text="Deny").click()
     page.wait_for_function("() => document.body.innerText.includes('You said no.')")
     denied = [r for r in fake_llm.requests_for(f"no {marker}") if "denied" in str(r["messages"])]
     assert denied, "the model was not told of the denial"
