@@ -39,13 +39,9 @@ async def console_file(request: Request) -> Response:
     return FileResponse(STATIC / name, media_type=media_type, headers=HEADERS)
 
 
-async def console_root(request: Request) -> Response:
-    return await console_file(request)
-
-
 def console_routes() -> list[Route]:
     return [
-        Route("/console", console_root, methods=["GET"]),
-        Route("/console/", console_root, methods=["GET"]),
+        Route("/console", console_file, methods=["GET"]),
+        Route("/console/", console_file, methods=["GET"]),
         Route("/console/{name}", console_file, methods=["GET"]),
     ]

@@ -226,7 +226,7 @@ function showQuestion(view, message) {
   const approval = parts.find((part) => part.data?.approval)?.data.approval;
   const toolCalls = parts.find((part) => part.data?.toolCalls)?.data.toolCalls;
   const question = textOf(parts);
-  state.waiting = { taskId: view.taskId, contextId: view.contextId };
+  state.waiting = { taskId: view.taskId, contextId: view.contextId, box };
   state.taskId = view.taskId;
   if (approval) {
     box.append(block("pending", `${approval.name}(${JSON.stringify(approval.arguments)})`));
@@ -256,6 +256,13 @@ function showQuestion(view, message) {
   $("input").focus();
 }
 
+// An answered question keeps its place in the conversation, but it cannot be answered twice.
+function settle(box) {
+  if (!box) return;
+  box.classList.add("answered");
+  for (const control of box.querySelectorAll("button, textarea")) control.disabled = true;
+}
+
 async function answer(part, shown) {
   if (!state.waiting) return;
   await send(shown, { taskId: state.waiting.taskId, parts: [part] });
@@ -275,6 +282,7 @@ async function send(text, { taskId = null, parts = null } = {}) {
   const file = $("file").files?.[0];
   if (!parts && file) parts = [{ text }, await filePart(file)];
   userBubble(text);
+  settle(state.waiting?.box);
   state.waiting = null;
   $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
   const view = new TurnView();

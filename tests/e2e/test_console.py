@@ -115,6 +115,9 @@ def test_approve_and_deny_round_trips(page, fake_llm, marker):
     say(page, f"yes {marker}")
     page.locator(".question button", has_text="Approve").last.click()
     page.wait_for_function("() => document.body.innerText.includes('The sum is 5.')")
+    answered = page.locator(".question").first
+    assert "answered" in (answered.get_attribute("class") or "")
+    assert answered.locator("button", has_text="Deny").is_disabled()
     say(page, f"no {marker}")
     # The second question (the first one's box stays on the page, answered).
     page.locator(".question pre.pending").nth(1).wait_for()

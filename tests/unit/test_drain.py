@@ -7,26 +7,19 @@ import asyncio
 import pytest
 
 from app.drain import DRAINED, Drain
+from tests.fakes.parked_read import ParkedRead
 
 
 async def test_the_drain_ends_a_wait_and_cancels_its_work() -> None:
     drain = Drain()
-    work_cancelled = asyncio.Event()
-
-    async def read() -> list[int]:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            work_cancelled.set()
-            raise
-        return [1]
+    read = ParkedRead()
 
     waiting = asyncio.create_task(drain.unless_drained(read()))
     await asyncio.sleep(0.01)
     tasks_before = len(asyncio.all_tasks())
     drain.start()
     assert await asyncio.wait_for(waiting, 1) is DRAINED
-    assert work_cancelled.is_set()
+    assert read.cancelled.is_set()
     assert len(asyncio.all_tasks()) == tasks_before - 1  # no task of its own was left behind
     # Once draining, a new wait does not even start its work.
     assert await drain.unless_drained(read()) is DRAINED

@@ -8,6 +8,7 @@ import pytest
 
 from stores.base import StoreUnavailable
 from stores.shared_reads import SharedReads
+from tests.fakes.parked_read import ParkedRead
 
 
 async def test_readers_of_one_key_share_one_read_and_its_error() -> None:
@@ -35,16 +36,8 @@ async def test_readers_of_one_key_share_one_read_and_its_error() -> None:
 
 async def test_the_last_reader_to_leave_cancels_the_read() -> None:
     shared: SharedReads[list[int]] = SharedReads()
-    cancelled = asyncio.Event()
-
-    async def read() -> list[int]:
-        try:
-            await asyncio.sleep(60)
-        except asyncio.CancelledError:
-            cancelled.set()
-            raise
-        return [1]
-
+    read = ParkedRead()
+    cancelled = read.cancelled
     first = asyncio.create_task(shared.read("k", read, timeout_s=60, nothing=[]))
     second = asyncio.create_task(shared.read("k", read, timeout_s=60, nothing=[]))
     await asyncio.sleep(0.01)
