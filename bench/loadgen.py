@@ -173,42 +173,58 @@ async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi
 
 
 async def hold_idle_streams(
-    url: str, *, count: int, task_id: str, opened: asyncio.Event, release: asyncio.Event
+    url: str,
+    *,
+    count: int,
+    task_id: str | None,
+    opened: asyncio.Event,
+    release: asyncio.Event,
+    opening: int = 200,
 ) -> int:
-    """Open `count` SubscribeToTask streams on a task that stays working, wait for each one's
-    first event, set `opened`, hold them until `release`. Returns the streams that failed."""
+    """Open `count` idle streams, wait for each one's first event, set `opened`, hold them until
+    `release`. With a `task_id`, SubscribeToTask streams on that task (which stays working);
+    without, SendStreamingMessage streams, each on a task of its own (turns that stay working),
+    `opening` at a time, as a load balancer's clients would arrive. Returns the streams that
+    failed."""
     failures = 0
-    body = rpc_body("SubscribeToTask", {"id": task_id})
     ready = 0
     all_ready = asyncio.Event()
+    gate = asyncio.Semaphore(opening if task_id is None else count)
+
+    def body() -> bytes:
+        if task_id is not None:
+            return rpc_body("SubscribeToTask", {"id": task_id})
+        return rpc_body("SendStreamingMessage", send_params())  # a fresh message id each
 
     async def one() -> None:
         nonlocal failures, ready
-        try:
-            reader, writer = await _connect(url)
-        except OSError:
-            failures += 1
-            return
-        try:
-            writer.write(_request(url, body))
-            received = b""
-            while b"data:" not in received:
-                chunk = await asyncio.wait_for(reader.read(1 << 16), 60)
-                if not chunk:
-                    raise ConnectionError("closed")
-                received += chunk
-            if not received.startswith(b"HTTP/1.1 200"):
-                raise ConnectionError(received[:200].decode(errors="replace"))
-        except (OSError, ConnectionError, TimeoutError):
-            failures += 1
-            writer.close()
-            return
-        finally:
+        async with gate:
+            try:
+                reader, writer = await _connect(url)
+            except OSError:
+                failures += 1
+                writer = None
+            if writer is not None:
+                try:
+                    writer.write(_request(url, body()))
+                    received = b""
+                    while b"data:" not in received:
+                        chunk = await asyncio.wait_for(reader.read(1 << 16), 60)
+                        if not chunk:
+                            raise ConnectionError("closed")
+                        received += chunk
+                    if not received.startswith(b"HTTP/1.1 200") or b'"error"' in received:
+                        raise ConnectionError(received[:200].decode(errors="replace"))
+                except (OSError, ConnectionError, TimeoutError):
+                    failures += 1
+                    writer.close()
+                    writer = None
             ready += 1
             if ready == count:
                 all_ready.set()
         await release.wait()
-        writer.close()
+        if writer is not None:
+            writer.close()
 
     holders = [asyncio.create_task(one()) for _ in range(count)]
     await all_ready.wait()

@@ -36,6 +36,8 @@ BIN = Path(sys.executable).parent
 CHUNKS = 20
 # Both servers get the same generous limits: the reference has none, and ours would otherwise
 # refuse (503, by design) what the bench's single anonymous client asks for at c=64.
+# Streams on 10,000 tasks are 10,000 running turns (each waits for its model).
+MANY_TURNS = {"A2A_MAX_RUNNING_TURNS": "20000", "A2A_MAX_TURNS_PER_PRINCIPAL": "20000"}
 OUR_LIMITS = {
     "A2A_MAX_RUNNING_TURNS": "4096",
     "A2A_MAX_TURNS_PER_PRINCIPAL": "4096",
@@ -125,14 +127,20 @@ def measure_load(url: str, seconds: float) -> dict[str, float]:
     return figures
 
 
-def measure_idle_streams(url: str, pid: int, counts: list[int], *, bare: bool) -> dict[str, float]:
-    """Memory per idle open stream: RSS growth over `count` streams (on a task that stays
-    working), per stream, in KiB."""
+def measure_idle_streams(
+    url: str, pid: int, counts: list[int], *, bare: bool, many_tasks: bool = False
+) -> dict[str, float]:
+    """Memory per idle open stream: RSS growth over `count` streams, per stream, in KiB. The
+    streams subscribe to one task that stays working, or (`many_tasks`) each one is a streaming
+    send of its own, on a task of its own (the turns stay working)."""
     figures: dict[str, float] = {}
-    task_id = "none"
-    if not bare:
+    task_id: str | None = "none"
+    if many_tasks:
+        task_id = None
+    elif not bare:
         started = send(url, loadgen.send_params(configuration={"returnImmediately": True}))
         task_id = started["task"]["id"]  # type: ignore[index]
+    label = "idle streams on as many tasks" if many_tasks else "idle streams"
     for count in counts:
 
         async def hold(count: int = count) -> tuple[int, int, int]:
@@ -152,8 +160,8 @@ def measure_idle_streams(url: str, pid: int, counts: list[int], *, bare: bool) -
             return before, after, failures
 
         before, after, failures = asyncio.run(hold())
-        figures[f"idle streams {count}: KiB per stream"] = (after - before) / count
-        figures[f"idle streams {count}: failures"] = failures
+        figures[f"{label} {count}: KiB per stream"] = (after - before) / count
+        figures[f"{label} {count}: failures"] = failures
     return figures
 
 
@@ -288,6 +296,10 @@ def main() -> None:
                         figures |= measure_history(url, args.history)
                 with server(command, {**env, **idle}) as (url, pid, _):
                     figures |= measure_idle_streams(url, pid, args.idle, bare=False)
+                with server(command, {**env, **idle, **MANY_TURNS}) as (url, pid, _):
+                    figures |= measure_idle_streams(
+                        url, pid, args.idle, bare=False, many_tasks=True
+                    )
                 runs[name].append(figures)
                 print(f"run {run + 1} {name}: {json.dumps(figures)}", file=sys.stderr)
             bare = [sys.executable, str(ROOT / "bench" / "bare_asgi.py")]

@@ -19,6 +19,8 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:leases:{b<n>}                     ZSET    "<owner>:<task>" of held leases, score = expiry ms,
                                                 in bucket n = crc32(member) % LEASE_BUCKETS
     p:processes                         ZSET    live server processes, score = heartbeat expiry ms
+    p:wake:<process>:<n>                STREAM  one entry: ends a process' shared journal read n
+                                                early so that it covers a new reader (one Redis)
     p:cancel                            pub/sub channel of cancel requests (not a key)
 
 Structural scoping: the owner is in every key, so one owner cannot name another's data.
@@ -124,6 +126,9 @@ class RedisKeys:
     def lease_bucket(member: str) -> int:
         """The running-leases bucket of a lease member (stable across processes)."""
         return zlib.crc32(member.encode()) % LEASE_BUCKETS
+
+    def wake(self, process: str, shard: int) -> str:
+        return f"{self.prefix}:wake:{encode(process)}:{shard}"
 
     def processes(self) -> str:
         return f"{self.prefix}:processes"

@@ -185,9 +185,11 @@ class PoolSizes:
 
     The rule, from the replica's admission limits (`A2A_MAX_RUNNING_TURNS`, `A2A_MAX_STREAMS`):
 
-    * readers = max_streams + 16. Every open stream and every blocking SendMessage holds one
-      stream slot and, while it waits, one blocking journal read; the 16 spare cover the other
-      blocking waits (a CancelTask waiting for another replica to record the cancel).
+    * readers = max_streams + 16. On a cluster every open stream and every blocking SendMessage
+      holds one stream slot and, while it waits, one blocking journal read (shared with the
+      other readers of its task); the 16 spare cover the other blocking waits (a CancelTask
+      waiting for another replica to record the cancel). On one Redis all of them wait in one
+      read (`JournalMux`), so the pool holds one connection whatever the limit.
     * commands = max_running_turns + max_streams // 4 + 32, at most COMMANDS_MAX. A running turn
       writes one command at a time; a stream or blocking send runs a short lookup between its
       blocking reads (a burst of new streams all do it at once, hence a quarter of them); 32 for
@@ -254,6 +256,7 @@ class RedisStores:
             ) from exc
 
     async def aclose(self) -> None:
+        await self.tasks.aclose()
         await self.read_client.aclose()
         await self.lease_client.aclose()
         await self.client.aclose()

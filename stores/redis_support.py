@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import hashlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterable, Iterator, Sequence
 from contextlib import contextmanager
 from datetime import UTC, datetime, timedelta
 from typing import Any
@@ -16,6 +16,8 @@ from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import StoreUnavailable
+from stores.codec import stored_entry
+from stores.models import JournalEntry
 from stores.redis_cluster import ClusterClient
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
@@ -104,6 +106,26 @@ async def run_pipeline(
                 raise reply
         return replies
     raise AssertionError("unreachable")
+
+
+def xread_streams(reply: Any) -> Iterable[tuple[Any, Any]]:
+    """XREAD's reply, RESP2 (a list of pairs) or RESP3 (a map), as (stream key, entries)."""
+    if not reply:
+        return ()
+    return reply.items() if isinstance(reply, dict) else reply
+
+
+def journal_entries(raw: Sequence[tuple[Any, dict[Any, Any]]]) -> list[JournalEntry]:
+    """A journal's entries as XREAD returns them (id "<position>-1", field `e`, the event)."""
+    return [
+        stored_entry(int(text(entry_id).split("-", 1)[0]), _event_field(fields))
+        for entry_id, fields in raw
+    ]
+
+
+def _event_field(fields: dict[Any, Any]) -> bytes:
+    value = fields[b"e"] if b"e" in fields else fields["e"]
+    return value if isinstance(value, bytes) else value.encode()
 
 
 def timestamp_ms(moment: datetime) -> int:

@@ -36,6 +36,10 @@ class SharedReads(Generic[T]):
         """Reads in flight (one per distinct key)."""
         return len(self._flights)
 
+    def __contains__(self, key: Hashable) -> bool:
+        """Whether a read for `key` is in flight (a reader of it would join it)."""
+        return key in self._flights
+
     async def read(
         self,
         key: Hashable,

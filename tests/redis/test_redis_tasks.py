@@ -268,6 +268,48 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
     assert writes == [["HMGET"]]
 
 
+async def test_a_reader_following_a_task_costs_no_extra_command_per_chunk(
+    counted: tuple[RedisTaskStore, Redis],
+) -> None:
+    """Its journal stays in the shared read between its reads (journal_mux.LINGER_S): a reader
+    coming back for the next chunk later than the shared read waits for it (a slow client) does
+    not restart the read (a wake, an XADD) every time."""
+    store, _ = counted
+    task = make_task()
+    await store.create(task, owner=OWNER)
+    await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
+
+    async def follow() -> list[int]:
+        seen: list[int] = []
+        while len(seen) < 11:
+            entries = await store.read(task.id, owner=OWNER, after=seen[-1] if seen else 1,
+                                       timeout_s=5)  # fmt: skip
+            seen += [entry.position for entry in entries]
+            await asyncio.sleep(0.005)  # passing them on to a slow client
+        return seen
+
+    # Readers of two other tasks: the first reads alone, the second keeps the shared read going.
+    others = [make_task(f"other{n}{{o{n}}}") for n in range(2)]
+    for other in others:
+        await store.create(other, owner=OWNER)
+    idle = [
+        asyncio.create_task(store.read(other.id, owner=OWNER, after=1, timeout_s=5))
+        for other in others
+    ]
+    following = asyncio.create_task(follow())
+    await asyncio.sleep(0.05)
+    writes = _CountingConnection.writes
+    writes.clear()
+    for i in range(10):
+        await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
+        await asyncio.sleep(0.03)  # the reader reads each chunk before the next is written
+    assert await asyncio.wait_for(following, 5) == list(range(2, 13))
+    assert writes == [["EVALSHA"]] * 10
+    for job in idle:
+        job.cancel()
+    await asyncio.gather(*idle, return_exceptions=True)
+
+
 async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
     prefix: str, counted: tuple[RedisTaskStore, Redis]
 ) -> None:
