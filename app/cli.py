@@ -15,7 +15,7 @@ from pydantic import ValidationError
 from agent.hooks import HookLoadError
 from agent.tools import ToolLoadError
 from app.auth import AuthConfigurationError
-from app.connections import with_limits
+from app.connections import raise_open_files_limit, with_limits
 from app.drain import Drain
 from app.logs import configure_logging
 from app.main import create_app
@@ -73,6 +73,7 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
 
 def serve(app: FastAPI, settings: Settings) -> int:
     """Serve until SIGTERM / SIGINT; 3 if the server could not start (uvicorn's code)."""
+    raise_open_files_limit(settings.a2a_max_connections)
     server = DrainingServer(server_config(app, settings), drain=app.state.drain)
     server.run()
     return 0 if server.started else 3

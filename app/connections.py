@@ -15,6 +15,8 @@ time), and h11, the fallback, whose own `h11_max_incomplete_event_size` caps the
 from __future__ import annotations
 
 import asyncio
+import logging
+import resource
 from typing import Any, ClassVar
 
 import h11
@@ -24,6 +26,8 @@ try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
 except ImportError:  # httptools is not installed: h11 serves
     HttpToolsProtocol = None  # type: ignore[assignment,misc]
+
+logger = logging.getLogger(__name__)
 
 
 class HeaderDeadlineProtocol(H11Protocol):
@@ -136,3 +140,30 @@ def with_limits(timeout_s: float, max_header_bytes: int) -> type[asyncio.Protoco
     return type(
         "HeaderDeadlineProtocol", (HeaderDeadlineProtocol,), {"header_timeout_s": timeout_s}
     )
+
+
+# Descriptors a replica holds beside its HTTP connections: Redis pools, log files, MCP servers.
+SPARE_DESCRIPTORS = 256
+
+
+def raise_open_files_limit(max_connections: int) -> None:
+    """Let the process hold `max_connections` sockets: raise the soft limit on open files (often
+    1024 by default, which refused connections with "too many open files" long before
+    A2A_MAX_CONNECTIONS) up to what that needs, within the hard limit; warn when the hard limit
+    itself is too low."""
+    needed = max_connections + SPARE_DESCRIPTORS
+    soft, hard = resource.getrlimit(resource.RLIMIT_NOFILE)
+    if soft == resource.RLIM_INFINITY or soft >= needed:
+        return
+    target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
+    if target > soft:
+        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+    if target < needed:
+        logger.warning(
+            "open_files_limit=<%d>, max_connections=<%d> | the open-files limit allows about %d"
+            " connections; raise it (ulimit -n, the container's nofile) or lower"
+            " A2A_MAX_CONNECTIONS",
+            target,
+            max_connections,
+            max(target - SPARE_DESCRIPTORS, 0),
+        )

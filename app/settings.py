@@ -162,7 +162,7 @@ class Settings(BaseSettings):
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )
     a2a_max_streams: int = Field(
-        1000,
+        10_000,
         ge=1,
         description="Open streams and blocking sends on this replica; more are refused (503).",
     )
@@ -209,9 +209,10 @@ class Settings(BaseSettings):
         " exits; keep Kubernetes' `terminationGracePeriodSeconds` above it.",
     )
     a2a_max_connections: int = Field(
-        1000,
+        12_000,
         ge=1,
-        description="Concurrent connections (and requests) this replica serves; beyond, 503.",
+        description="Concurrent connections (and requests) this replica serves; beyond, 503"
+        " (above A2A_MAX_STREAMS, so a replica full of streams still answers other calls).",
     )
     a2a_body_timeout_s: float = Field(
         30.0,
