@@ -157,7 +157,10 @@ def raise_open_files_limit(max_connections: int) -> None:
         return
     target = needed if hard == resource.RLIM_INFINITY else min(needed, hard)
     if target > soft:
-        resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        try:
+            resource.setrlimit(resource.RLIMIT_NOFILE, (target, hard))
+        except (ValueError, OSError):  # a cap below the hard limit (macOS: kern.maxfilesperproc)
+            target = soft
     if target < needed:
         logger.warning(
             "open_files_limit=<%d>, max_connections=<%d> | the open-files limit allows about %d"

@@ -48,3 +48,16 @@ def test_a_hard_limit_too_low_is_reached_and_named(
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     assert "lower A2A_MAX_CONNECTIONS" in caplog.text
     assert f"allows about {hard - SPARE_DESCRIPTORS} connections" in caplog.text
+
+
+def test_a_limit_the_system_refuses_to_raise_is_kept_and_named(
+    soft_limit_of_1024: int, caplog: pytest.LogCaptureFixture, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    def refuse(resource_id: int, limits: tuple[int, int]) -> None:
+        raise ValueError("current limit exceeds maximum limit")  # as macOS says past its cap
+
+    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, "app.connections"):
+        patched.setattr(resource, "setrlimit", refuse)
+        raise_open_files_limit(2000)  # the server still starts
+    assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 1024
+    assert "allows about 768 connections" in caplog.text
