@@ -62,6 +62,15 @@ class _Reader:
         self.found = found
 
 
+def _remember(recent: _Recent | None, entries: list[JournalEntry], until: float) -> _Recent:
+    """The last entries read of a journal, `entries` (just read) added to what was kept."""
+    if recent is None or entries[0].position > recent.entries[-1].position + 1:  # none, a gap
+        return _Recent(entries[-RECENT_MAX:], until)
+    last = recent.entries[-1].position
+    newer = [entry for entry in entries if entry.position > last]
+    return _Recent((recent.entries + newer)[-RECENT_MAX:], until)
+
+
 def _ends(entry: JournalEntry) -> bool:
     return entry.state is not None and entry.state.is_terminal
 
@@ -86,15 +95,6 @@ class _Recent:
         if first - 1 <= position < self.entries[-1].position:
             return self.entries[position + 1 - first :]
         return None
-
-    def extended(self, entries: list[JournalEntry], until: float) -> _Recent:
-        last = self.entries[-1].position
-        if entries[0].position > last + 1:  # a gap: start again from these
-            return _Recent(entries[-RECENT_MAX:], until)
-        newer = entries if entries[0].position == last + 1 else [
-            entry for entry in entries if entry.position > last
-        ]  # fmt: skip
-        return _Recent((self.entries + newer)[-RECENT_MAX:], until)
 
 
 class JournalMux:
@@ -214,8 +214,10 @@ class _Shard:
 
     async def _run(self) -> None:
         try:
-            while streams := self._next_streams():
-                self._covered = {journal: int(start[:-2]) for journal, start in streams.items()}
+            while positions := self._next_positions():
+                self._covered = positions
+                # Entry ids are "<position>-1": XREAD returns the ids after "<position>-1".
+                streams = {journal: f"{position}-1" for journal, position in positions.items()}
                 streams[self._wake_key] = self._wake_id
                 try:
                     reply = await self._xread(streams)
@@ -232,24 +234,24 @@ class _Shard:
             self._fail(StoreUnavailable(f"the journal reader stopped: {exc!r}"))
             raise
 
-    def _next_streams(self) -> dict[str, str]:
-        """XREAD's streams: every journal with readers still waiting, from the earliest of
-        them, and those read a moment ago, from where that read ended. (Readers just answered
-        have not left yet: they would make the read return the same entries again.)"""
+    def _next_positions(self) -> dict[str, int]:
+        """What the next read reads after: every journal with readers still waiting, from the
+        earliest of them, and those read a moment ago, from where that read ended. (Readers just
+        answered have not left yet: they would make the read return the same entries again.)"""
         now = time.monotonic()
-        streams: dict[str, str] = {}
+        positions: dict[str, int] = {}
         for journal, readers in self._readers.items():
             waiting = [reader.after for reader in readers if not reader.found.done()]
             if waiting:
-                streams[journal] = f"{min(waiting)}-1"
+                positions[journal] = min(waiting)
         for journal, recent in list(self._recent.items()):
             if recent.until < now:
                 del self._recent[journal]
                 if journal not in self._readers:
                     self._forget(journal)
-            elif journal not in streams and not recent.ended:
-                streams[journal] = f"{recent.entries[-1].position}-1"
-        return streams
+            elif journal not in positions and not recent.ended:
+                positions[journal] = recent.entries[-1].position
+        return positions
 
     async def _xread(self, streams: dict[Any, Any]) -> Any:
         with redis_available():
@@ -279,14 +281,9 @@ class _Shard:
                 self._wake_id = text(raw[-1][0])
                 continue
             entries = journal_entries(raw)
-            recent = self._recent.get(journal)
-            until = now + LINGER_S
-            self._recent[journal] = (
-                recent.extended(entries, until)
-                if recent is not None
-                else _Recent(entries[-RECENT_MAX:], until)
-            )
-            for reader in list(self._readers.get(journal, ())):
+            self._recent[journal] = _remember(self._recent.get(journal), entries, now + LINGER_S)
+            # No copy: answering a reader only schedules it, nobody leaves during this loop.
+            for reader in self._readers.get(journal, ()):
                 if reader.found.done():
                     continue
                 mine = entries

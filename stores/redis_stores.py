@@ -188,8 +188,8 @@ class PoolSizes:
     * readers = max_streams + 16. On a cluster every open stream and every blocking SendMessage
       holds one stream slot and, while it waits, one blocking journal read (shared with the
       other readers of its task); the 16 spare cover the other blocking waits (a CancelTask
-      waiting for another replica to record the cancel). On one Redis all of them wait in one
-      read (`JournalMux`), so the pool holds one connection whatever the limit.
+      waiting for another replica to record the cancel). On one Redis they share reads of up
+      to 128 journals each (`JournalMux`): one connection per 128 tasks waited on.
     * commands = max_running_turns + max_streams // 4 + 32, at most COMMANDS_MAX. A running turn
       writes one command at a time; a stream or blocking send runs a short lookup between its
       blocking reads (a burst of new streams all do it at once, hence a quarter of them); 32 for

@@ -19,10 +19,10 @@ orders on the snapshot's own state and time (kept beside it in the hash), never 
 score, so a stale score cannot give a wrong answer.
 
 Blocking reads go to `read_client`, a client of its own with no socket timeout shorter than the
-longest block, so that waiting readers never take the connections that publishes need. On one
-Redis every reader of the process waits in one XREAD over all the journals waited on
-(`JournalMux`): one connection, however many streams on however many tasks. On a cluster a read
-holds a connection per journal and position, shared by every reader waiting there
+longest block, so that waiting readers never take the connections that publishes need. On one Redis
+a reader alone reads for itself, and readers of several journals share multi-key XREADs of up to 128
+journals each (`JournalMux`): a connection per 128 tasks waited on, however many streams. On a
+cluster a read holds a connection per journal and position, shared by every reader waiting there
 (`SharedReads`), so the pool is sized for the number of concurrent readers (see
 `create_redis_stores`).
 """

@@ -53,11 +53,15 @@ async function guarded(work) {
   try {
     return await work();
   } catch (error) {
-    if (error instanceof AuthRequired) askCredentials();
-    else if (error instanceof A2AError) notice(`The agent refused: ${error.message}`);
-    else if (error?.name !== "AbortError") notice(`Something went wrong: ${error?.message || error}`);
+    report(error);
     return undefined;
   }
+}
+
+function report(error) {
+  if (error instanceof AuthRequired) askCredentials();
+  else if (error instanceof A2AError) notice(`The agent refused: ${error.message}`);
+  else if (error?.name !== "AbortError") notice(`Something went wrong: ${error?.message || error}`);
 }
 
 // --- rendering -------------------------------------------------------------------------------
@@ -314,7 +318,7 @@ async function runStream(view, method, params, lastEventId) {
       });
     } catch (error) {
       if (error instanceof AuthRequired || error instanceof A2AError || error?.name === "AbortError") {
-        await guarded(() => { throw error; });
+        report(error);
         break;
       }
       cut = error; // the connection dropped mid-stream

@@ -170,3 +170,47 @@ def test_last_event_id_at_the_end_returns_nothing_and_closes(replicas, rpc_a, fa
     elapsed = time.monotonic() - t0
     assert again == [], describe_events(again)
     assert elapsed < 5, f"a stream with nothing left to send stayed open {elapsed:.1f}s"
+
+
+def test_streams_on_several_tasks_share_reads_on_b_each_exactly_once(
+    replicas, rpc_a, fake_llm, marker
+):
+    """Subscribers on B to three tasks answering on A at once: B's readers share multi-key reads
+    (stores/journal_mux.py; the first reads alone), and each stream still carries its own task's
+    events, every one once, in order, to the end."""
+    a, b = replicas
+    answers = {n: [f"t{n}w{i:02d} " for i in range(30)] for n in range(3)}
+    fake_llm.script(
+        *(
+            text(chunks, chunk_delay=0.05, when_user_contains=f"task {n} {marker}")
+            for n, chunks in answers.items()
+        )
+    )
+    on_a = {}
+    for n in answers:
+        body = rpc_body("SendStreamingMessage", send_params(f"task {n} {marker}"), f"a{n}")
+        on_a[n] = BackgroundStream(
+            lambda body=body, n=n: open_sse(a.url, "/", body, request_id=f"a{n}")
+        ).start()
+    task_ids = {}
+    for n, stream in on_a.items():
+        stream.wait_for(lambda ev: result_of(ev).get("task") is not None, timeout=20, what="task")
+        task_ids[n] = result_of(stream.snapshot()[0])["task"]["id"]
+    on_b = {
+        n: BackgroundStream(
+            lambda n=n: open_sse(
+                b.url, "/", rpc_body("SubscribeToTask", {"id": task_ids[n]}, f"b{n}"),
+                request_id=f"b{n}",
+            )
+        ).start()
+        for n in answers
+    }  # fmt: skip
+    for n, stream in on_b.items():
+        events = stream.join(60)
+        on_a[n].join(60)
+        seq = describe_events(events)
+        assert kind_of(result_of(events[0])) == "task", seq
+        assert_contiguous(ids(events), f"B's stream of task {n}")
+        assert state_of_event(events[-1]) == COMPLETED, seq
+        snap = result_of(events[0])["task"]
+        assert rebuild_answer(events[1:], start=task_text(snap)) == "".join(answers[n]), seq
