@@ -453,20 +453,21 @@ class RequestHandler:
             pass
         return None
 
-    async def _snapshot_then_tail(
+    def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
     ) -> AsyncGenerator[JournalEntry, None]:
-        task_id, position, state = record.task.id, record.position, record.task.status.state
-        yield JournalEntry(position=position, event=TaskSnapshot(task=record.task))
-        del record  # an idle stream holds no copy of the task
-        if ends_stream(state, at_interrupt=at_interrupt):
-            return
-        # The snapshot says the task goes on: the first read may wait (it answers at once if
-        # entries came meanwhile). One store call per new subscriber, not three.
-        async for entry in self._tail(
-            task_id, owner=owner, after=position, at_interrupt=at_interrupt, wait_first=True
-        ):
-            yield entry
+        """The task as it stands, then its events. The snapshot says the task goes on, so the
+        first read may wait (it answers at once if entries came meanwhile): one store call per
+        new subscriber, not three."""
+        snapshot = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
+        return self._tail(
+            record.task.id,
+            owner=owner,
+            after=record.position,
+            at_interrupt=at_interrupt,
+            wait_first=True,
+            first=snapshot,
+        )
 
     async def _tail(
         self,
@@ -477,14 +478,21 @@ class RequestHandler:
         at_interrupt: bool,
         until_drain: bool = True,
         wait_first: bool = False,
+        first: JournalEntry | None = None,
     ) -> AsyncGenerator[JournalEntry, None]:
-        """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`).
+        """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`),
+        after `first` when given (a snapshot: it ends the stream too if its task has ended).
 
         With `until_drain` it also ends, after the entry it is at, when this server starts
         draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
         task was going on at `after`), the first read does not wait: a reader already at the end
         of a task that has ended must not hang.
         """
+        if first is not None:  # yielded here, not by a generator around this one: one frame
+            yield first  # fewer held by every idle stream
+            if ends_stream(first.state, at_interrupt=at_interrupt):
+                return
+            del first  # an idle stream holds no copy of the task
         block_s = self._read_block_s if wait_first else 0.0
         while True:
             if until_drain and self._drain.started:
@@ -523,9 +531,9 @@ class RequestHandler:
 
 
 class EntryStream:
-    """The journal entries of one stream, holding one stream slot until the stream ends, fails,
-    or is closed (whichever is first; the slot is given back once). Close it even if it was
-    never iterated: an async generator that never started runs no `finally` of its own."""
+    """The journal entries of one stream, holding one stream slot until it is closed (the SSE
+    response closes it however it ends). Close it even if it was never iterated: an async
+    generator that never started runs no `finally` of its own."""
 
     def __init__(
         self, entries: AsyncGenerator[JournalEntry, None], *, release: Callable[[], None]
@@ -536,20 +544,14 @@ class EntryStream:
     def __aiter__(self) -> EntryStream:
         return self
 
-    async def __anext__(self) -> JournalEntry:
-        try:
-            return await self._entries.__anext__()
-        except BaseException:  # ended, failed, or cancelled: the generator is finished
-            self._give_back()
-            raise
+    def __anext__(self) -> Awaitable[JournalEntry]:
+        # The generator's own step, not a coroutine around it: every idle stream waits in it.
+        return self._entries.__anext__()
 
     async def aclose(self) -> None:
         try:
             await self._entries.aclose()
         finally:
-            self._give_back()
-
-    def _give_back(self) -> None:
-        release, self._release = self._release, None
-        if release is not None:
-            release()
+            release, self._release = self._release, None
+            if release is not None:
+                release()

@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import asyncio
 import ipaddress
-from collections.abc import Callable, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from typing import NoReturn
 from urllib.parse import urlsplit
 
@@ -166,7 +166,14 @@ class HttpGuard:
         if error is not None:
             await self.respond(scope, error)(scope, receive, send)
             return
-        await _LimitedBody(self, scope, receive, send).run()
+        # Awaited here rather than in a method of the body's: an open stream holds this frame
+        # for as long as it is open, and one frame fewer is memory per stream.
+        body = _LimitedBody(self, scope, receive, send)
+        try:
+            await self.app(scope, body.receive, body.send)
+        except (PayloadTooLargeError, BodyTimeoutError):
+            if not body.refused:
+                raise
 
     def _refusal(self, headers: Headers) -> A2AError | None:
         host = headers.get("host")
@@ -204,6 +211,17 @@ class _LimitedBody:
     `body_timeout_s` is refused the same way (408): a client cannot hold a connection and a
     concurrency place by sending its headers and then nothing."""
 
+    __slots__ = (
+        "_receive",
+        "_send",
+        "body_done",
+        "guard",
+        "received",
+        "refused",
+        "response_started",
+        "scope",
+    )
+
     def __init__(self, guard: HttpGuard, scope: Scope, receive: Receive, send: Send) -> None:
         self.guard = guard
         self.scope = scope
@@ -214,16 +232,14 @@ class _LimitedBody:
         self.response_started = False
         self.refused = False
 
-    async def run(self) -> None:
-        try:
-            await self.guard.app(self.scope, self.receive, self.send)
-        except (PayloadTooLargeError, BodyTimeoutError):
-            if not self.refused:
-                raise
+    def receive(self) -> Awaitable[Message]:
+        # After the body, `receive` only waits for a disconnect: no deadline, and the server's
+        # own wait (no frame of ours kept by every open stream's watcher).
+        if self.body_done:
+            return self._receive()
+        return self._receive_body()
 
-    async def receive(self) -> Message:
-        if self.body_done:  # after the body, `receive` only waits for a disconnect: no deadline
-            return await self._receive()
+    async def _receive_body(self) -> Message:
         try:
             async with asyncio.timeout(self.guard.body_timeout_s):
                 message = await self._receive()

@@ -35,6 +35,7 @@ from agent.supervisor import TurnSupervisor
 from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
 from agent.tool_providers import ToolProvider, UnavailableSource
 from agent.tools import FunctionTool, Toolbox, load_tool_functions
+from app.asgi import ServerApp
 from app.auth import build_authenticator, is_loopback_host
 from app.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
 from app.console_routes import console_routes
@@ -321,7 +322,8 @@ def create_app(
             stop_tracing(tracer_provider)
             stop_metrics(meter_provider)
 
-    app = FastAPI(
+    app = ServerApp(
+        guard=partial(_guarded, settings=settings),
         title="a2a-agent-server",
         version=package_version(),
         lifespan=lifespan,
@@ -345,9 +347,9 @@ def create_app(
     )
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
-    # A plain Starlette route, like the REST binding's: the binding reads the request itself,
-    # and FastAPI's dependency machinery cost time per request and memory per open stream.
-    app.add_route("/", jsonrpc.__call__, methods=["POST"], include_in_schema=False)
+    # Served from the guard, below FastAPI's middleware and routing (see app.asgi): every
+    # JSON-RPC call, and each of the thousands of streams a replica may hold open.
+    app.add_direct_route("/", "POST", jsonrpc.__call__)
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())
     rest_v03 = RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics)
@@ -356,8 +358,6 @@ def create_app(
         app.router.routes.extend(console_routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
-    # Outermost: Host, Origin and body size are checked before any route runs.
-    app.add_middleware(_guarded, settings=settings)
     app.add_exception_handler(HTTPException, framework_error)
     log_malformed_http_at_debug()
 

@@ -205,14 +205,6 @@ class Metrics(TurnObserver):
                 record.task_id,
             )
 
-    @contextmanager
-    def stream_open(self) -> Iterator[None]:
-        self.open_streams.add(1)
-        try:
-            yield
-        finally:
-            self.open_streams.add(-1)
-
     def stream_sent(self, entry: JournalEntry, *, opened_at: float) -> None:
         """An entry went out on a stream opened at `opened_at` (epoch seconds). Only status
         updates carry the time they were published; entries older than the stream (a replay

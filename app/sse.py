@@ -51,12 +51,25 @@ def frame(data: bytes, *, event_id: str | None = None, event: str | None = None)
 
 
 class JournalStream(Response):
-    """An SSE response over already framed events; closes the journal entries however the
-    response ends (finished, failed, or the client gone)."""
+    """An SSE response over journal entries, each rendered as it goes out; a failure to read or
+    render them becomes a last error event. Closes the entries however the response ends
+    (finished, failed, or the client gone).
 
-    def __init__(self, events: AsyncIterator[bytes], entries: Any) -> None:
-        self._events = events
+    The entries are iterated here, not through a generator of frames: each layer between the
+    response and the store read is a frame that every idle stream keeps alive."""
+
+    def __init__(
+        self,
+        entries: AsyncIterator[JournalEntry],
+        *,
+        render: Callable[[JournalEntry], bytes],
+        render_error: Callable[[A2AError], bytes],
+        metrics: Metrics,
+    ) -> None:
         self._entries = entries
+        self._render = render
+        self._render_error = render_error
+        self._metrics = metrics
         self._finished = False
         self.status_code = 200
         self.background = None
@@ -66,10 +79,23 @@ class JournalStream(Response):
         stream = asyncio.current_task()
         assert stream is not None
         watcher = asyncio.ensure_future(self._watch(receive, send, stream))
+        entries, metrics, opened_at = self._entries, self._metrics, time.time()
+        metrics.open_streams.add(1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
-            async for chunk in self._events:
+            while True:
+                try:
+                    entry = await anext(entries)
+                    chunk = frame(self._render(entry), event_id=str(entry.position))
+                except StopAsyncIteration:
+                    break
+                except Exception as exc:  # reading or rendering: the stream's last event
+                    error = self._render_error(as_a2a_error(exc, where="SSE stream"))
+                    await send({"type": "http.response.body", "body": error, "more_body": True})
+                    break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
+                metrics.stream_sent(entry, opened_at=opened_at)
+                del entry, chunk  # an idle stream holds nothing it has sent
             self._finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
@@ -80,8 +106,9 @@ class JournalStream(Response):
             pass
         finally:
             self._finished = True
+            metrics.open_streams.add(-1)
             watcher.cancel()
-            aclose = getattr(self._entries, "aclose", None)
+            aclose = getattr(entries, "aclose", None)
             if aclose is not None:
                 await aclose()
 
@@ -113,17 +140,4 @@ def event_stream(
     render_error: Callable[[A2AError], bytes],
     metrics: Metrics,
 ) -> JournalStream:
-    """An SSE response over journal entries; a failure mid-stream becomes a last error event."""
-
-    async def events() -> AsyncIterator[bytes]:
-        opened_at = time.time()
-        with metrics.stream_open():
-            try:
-                async for entry in entries:
-                    yield frame(render(entry), event_id=str(entry.position))
-                    metrics.stream_sent(entry, opened_at=opened_at)
-                    del entry  # an idle stream holds nothing it has sent
-            except Exception as exc:
-                yield render_error(as_a2a_error(exc, where="SSE stream"))
-
-    return JournalStream(events(), entries)
+    return JournalStream(entries, render=render, render_error=render_error, metrics=metrics)
