@@ -1,21 +1,25 @@
-"""The ASGI application: FastAPI, with the HTTP guard outermost and the busiest endpoint served
-straight from it.
+"""The ASGI application: FastAPI, with the HTTP guard outermost, and the busiest endpoint served
+from the guard alone.
 
-FastAPI puts seven layers between the server and an endpoint (exception telemetry, a body limit,
-the exception middleware, an exit stack, the router, the route, the request/response wrappers).
-An open stream keeps a coroutine frame alive in each of them for as long as it is open: at
-10,000 idle streams they were ~8 KiB of the ~26 KiB a stream cost, and on every request they
-are time spent before the endpoint runs. A *direct* route skips them: the JSON-RPC endpoint
-(`POST /`: every JSON-RPC call, blocking sends and open streams included) answers every outcome
-itself, as a JSON-RPC error, so none of those layers has anything to do there.
+FastAPI puts nine layers between the server and an endpoint (its own and Starlette's entry
+points, the error middleware, exception telemetry, a body limit, the exception middleware, an exit
+stack, the router and route, the request/response wrappers). An open stream keeps a coroutine
+frame alive in each for as long as it is open: at 10,000 idle streams they were ~9 KiB of the
+~29 KiB a stream cost, and on every request they are work done before the endpoint runs. A
+*direct* route skips them all:
 
-    ServerErrorMiddleware (FastAPI's: a 500 without a stack trace, whatever escapes)
-      -> HttpGuard (Host, Origin, body size; CORS inside it when configured)
-        -> a direct route, when the method and path are one
-        -> otherwise the rest of FastAPI's stack, the router, the route
+    a direct route (method and path)  ->  HttpGuard  ->  the endpoint
+    anything else                     ->  FastAPI's stack, with HttpGuard as its outermost
+                                          middleware (CORS inside it when configured)
 
-A direct route stays in the router too, so that the rest of the stack knows it: another method
-on its path gets 405, and request spans (when tracing is on) are named after it.
+The JSON-RPC endpoint (`POST /`: every JSON-RPC call, blocking sends and open streams included)
+is one: it answers every outcome itself, as a JSON-RPC error, so none of those layers had
+anything to do there. What would escape it gets the server's own bare 500 (uvicorn logs it), as
+FastAPI's error middleware would give. A direct route stays in the router, so that another method
+on its path gets 405.
+
+When tracing is on, every request goes through the stack, which the instrumentation wraps (its
+request spans): `direct=False`.
 """
 
 from __future__ import annotations
@@ -33,39 +37,40 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 
 class ServerApp(FastAPI):
-    def __init__(self, *, guard: Callable[[ASGIApp], ASGIApp], **options: Any) -> None:
+    def __init__(
+        self, *, guard: Callable[[ASGIApp], ASGIApp], direct: bool = True, **options: Any
+    ) -> None:
         super().__init__(**options)
         self._guard = guard
         self._direct: dict[tuple[str, str], Endpoint] = {}
+        self._guarded_endpoint = guard(_serve_endpoint) if direct else None
 
     def add_direct_route(self, path: str, method: str, endpoint: Endpoint) -> None:
-        """`endpoint` answers `method path` below the guard only: it must turn every failure
-        into a response of its own (what escapes it is a bare 500)."""
+        """`endpoint` answers `method path` behind the guard only: it must turn every failure
+        into a response of its own."""
         self._direct[(method, path)] = endpoint
         self.add_route(path, endpoint, methods=[method], include_in_schema=False)
+
+    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
+        if self._guarded_endpoint is not None and scope["type"] == "http":
+            endpoint = self._direct.get((scope["method"], _route_path(scope)))
+            if endpoint is not None:
+                scope["app"], scope["endpoint"] = self, endpoint
+                await self._guarded_endpoint(scope, receive, send)
+                return
+        await super().__call__(scope, receive, send)
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
         # Tracing's instrumentation wraps this method and expects the error middleware on top.
         assert isinstance(stack, ServerErrorMiddleware)
-        stack.app = self._guard(_DirectRoutes(self._direct, fallback=stack.app))
+        stack.app = self._guard(stack.app)
         return stack
 
 
-class _DirectRoutes:
-    def __init__(self, routes: dict[tuple[str, str], Endpoint], *, fallback: ASGIApp) -> None:
-        self.routes = routes
-        self.fallback = fallback
-
-    async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
-        endpoint = None
-        if scope["type"] == "http":
-            endpoint = self.routes.get((scope["method"], _route_path(scope)))
-        if endpoint is None:
-            await self.fallback(scope, receive, send)
-            return
-        response = await endpoint(Request(scope, receive, send))
-        await response(scope, receive, send)
+async def _serve_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
+    response = await scope["endpoint"](Request(scope, receive, send))
+    await response(scope, receive, send)
 
 
 def _route_path(scope: Scope) -> str:

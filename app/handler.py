@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
+import functools
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -153,10 +154,10 @@ class RequestHandler:
 
     async def stream_message(
         self, request: SendRequest, *, owner: str
-    ) -> AsyncIterator[JournalEntry]:
+    ) -> AsyncIterator[JournalEntry | None]:
         """Validate and start the task now (errors surface before any event), then stream it."""
 
-        async def start() -> AsyncGenerator[JournalEntry, None]:
+        async def start() -> AsyncGenerator[JournalEntry | None, None]:
             if (reply := await self._direct_reply(request, owner=owner)) is not None:
                 return _only(JournalEntry(position=1, event=MessageReply(message=reply)))
             record = await self._begin(request, owner=owner)
@@ -237,10 +238,10 @@ class RequestHandler:
 
     async def subscribe(
         self, task_id: str, *, owner: str, last_event_id: int | None = None
-    ) -> AsyncIterator[JournalEntry]:
+    ) -> AsyncIterator[JournalEntry | None]:
         """The current task, then its live events; or, after a reconnect, just the missed events."""
 
-        async def start() -> AsyncGenerator[JournalEntry, None]:
+        async def start() -> AsyncGenerator[JournalEntry | None, None]:
             record = await self._require(task_id, owner=owner)
             if record.task.status.state.is_terminal and last_event_id is None:
                 raise UnsupportedOperationError(
@@ -254,7 +255,10 @@ class RequestHandler:
         return await self._open_stream(start, owner=owner)
 
     async def _open_stream(
-        self, start: Callable[[], Awaitable[AsyncGenerator[JournalEntry, None]]], *, owner: str
+        self,
+        start: Callable[[], Awaitable[AsyncGenerator[JournalEntry | None, None]]],
+        *,
+        owner: str,
     ) -> EntryStream:
         """Admit a stream (refused while draining or beyond A2A_MAX_STREAMS, before `start`
         runs, so before anything is written), then start it; it holds its slot until it ends."""
@@ -265,7 +269,7 @@ class RequestHandler:
         except BaseException:
             self._streams.give_back(owner)
             raise
-        return EntryStream(entries, release=lambda: self._streams.give_back(owner))
+        return EntryStream(entries, release=functools.partial(self._streams.give_back, owner))
 
     async def _require(self, task_id: str, *, owner: str) -> TaskRecord:
         record = await self._tasks.get(task_id, owner=owner)
@@ -455,7 +459,7 @@ class RequestHandler:
 
     def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
-    ) -> AsyncGenerator[JournalEntry, None]:
+    ) -> AsyncGenerator[JournalEntry | None, None]:
         """The task as it stands, then its events. The snapshot says the task goes on, so the
         first read may wait (it answers at once if entries came meanwhile): one store call per
         new subscriber, not three."""
@@ -479,9 +483,11 @@ class RequestHandler:
         until_drain: bool = True,
         wait_first: bool = False,
         first: JournalEntry | None = None,
-    ) -> AsyncGenerator[JournalEntry, None]:
+    ) -> AsyncGenerator[JournalEntry | None, None]:
         """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`),
-        after `first` when given (a snapshot: it ends the stream too if its task has ended).
+        after `first` when given (a snapshot: it ends the stream too if its task has ended);
+        None after each wait of `read_block_s` that brought nothing (an SSE stream sends a
+        keep-alive comment then: no timer of its own per stream).
 
         With `until_drain` it also ends, after the entry it is at, when this server starts
         draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
@@ -506,6 +512,8 @@ class RequestHandler:
                     task_id, owner=owner, after=after, at_interrupt=at_interrupt
                 ):
                     return
+                if block_s:
+                    yield None  # a whole wait without news: the stream's keep-alive
                 block_s = self._read_block_s
                 continue
             for entry in entries:
@@ -535,8 +543,10 @@ class EntryStream:
     response closes it however it ends). Close it even if it was never iterated: an async
     generator that never started runs no `finally` of its own."""
 
+    __slots__ = ("_entries", "_release")
+
     def __init__(
-        self, entries: AsyncGenerator[JournalEntry, None], *, release: Callable[[], None]
+        self, entries: AsyncGenerator[JournalEntry | None, None], *, release: Callable[[], None]
     ) -> None:
         self._entries = entries
         self._release: Callable[[], None] | None = release
@@ -544,7 +554,7 @@ class EntryStream:
     def __aiter__(self) -> EntryStream:
         return self
 
-    def __anext__(self) -> Awaitable[JournalEntry]:
+    def __anext__(self) -> Awaitable[JournalEntry | None]:
         # The generator's own step, not a coroutine around it: every idle stream waits in it.
         return self._entries.__anext__()
 

@@ -161,8 +161,7 @@ class HttpGuard:
         if scope["type"] != "http":
             await self.app(scope, receive, send)
             return
-        headers = Headers(scope=scope)
-        error = self._refusal(headers)
+        error = self._refusal(Headers(scope=scope))  # not kept: an open stream holds this frame
         if error is not None:
             await self.respond(scope, error)(scope, receive, send)
             return

@@ -269,10 +269,25 @@ class JsonRpcBinding(Binding):
     def _stream(
         self, request_id: JsonId, entries: Any, render: Callable[[JournalEntry], bytes]
     ) -> Response:
-        head = b'{"jsonrpc":"2.0","id":' + dumps(request_id).encode() + b',"result":'
+        frames = _ResponseFrames(request_id, render)
         return event_stream(
-            entries,
-            render=lambda entry: head + render(entry) + b"}",
-            render_error=lambda error: frame(dumps(error_payload(request_id, error)).encode()),
-            metrics=self._metrics,
+            entries, render=frames.result, render_error=frames.error, metrics=self._metrics
         )
+
+
+class _ResponseFrames:
+    """A stream's events as JSON-RPC responses to the request that opened it. An object with
+    slots rather than two closures: each open stream holds one."""
+
+    __slots__ = ("_head", "_render", "_request_id")
+
+    def __init__(self, request_id: JsonId, render: Callable[[JournalEntry], bytes]) -> None:
+        self._request_id = request_id
+        self._head = b'{"jsonrpc":"2.0","id":' + dumps(request_id).encode() + b',"result":'
+        self._render = render
+
+    def result(self, entry: JournalEntry) -> bytes:
+        return self._head + self._render(entry) + b"}"
+
+    def error(self, error: A2AError) -> bytes:
+        return frame(dumps(error_payload(self._request_id, error)).encode())

@@ -324,6 +324,7 @@ def create_app(
 
     app = ServerApp(
         guard=partial(_guarded, settings=settings),
+        direct=not settings.tracing_enabled,  # request spans need every request in the stack
         title="a2a-agent-server",
         version=package_version(),
         lifespan=lifespan,
@@ -347,8 +348,8 @@ def create_app(
     )
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
-    # Served from the guard, below FastAPI's middleware and routing (see app.asgi): every
-    # JSON-RPC call, and each of the thousands of streams a replica may hold open.
+    # Served from the guard alone, without FastAPI's middleware and routing (see app.asgi):
+    # every JSON-RPC call, and each of the thousands of streams a replica may hold open.
     app.add_direct_route("/", "POST", jsonrpc.__call__)
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())

@@ -9,7 +9,8 @@ The response is written here rather than with sse-starlette: an idle stream is w
 holding thousands of subscribers is made of, and sse-starlette's task group (four tasks and their
 cancel scopes per stream) was a third of an idle stream's memory. Here a stream is its request's
 task plus one watcher task, which notices the client leaving (and cancels the stream at once,
-whatever it is waiting for) and keeps the connection alive with a comment every PING_S.
+whatever it is waiting for). The connection is kept alive with a comment after each read of the
+journal that waited its whole time (15 s) for nothing: no timer per stream for it.
 """
 
 from __future__ import annotations
@@ -27,7 +28,6 @@ from app.errors import A2AError, as_a2a_error
 from app.metrics import Metrics
 from stores.models import JournalEntry
 
-PING_S = 15
 _PING = b": ping\r\n\r\n"
 _HEADERS = [
     (b"content-type", b"text/event-stream; charset=utf-8"),
@@ -60,7 +60,7 @@ class JournalStream(Response):
 
     def __init__(
         self,
-        entries: AsyncIterator[JournalEntry],
+        entries: AsyncIterator[JournalEntry | None],
         *,
         render: Callable[[JournalEntry], bytes],
         render_error: Callable[[A2AError], bytes],
@@ -78,7 +78,7 @@ class JournalStream(Response):
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = asyncio.current_task()
         assert stream is not None
-        watcher = asyncio.ensure_future(self._watch(receive, send, stream))
+        watcher = asyncio.ensure_future(self._watch(receive, stream))
         entries, metrics, opened_at = self._entries, self._metrics, time.time()
         metrics.open_streams.add(1)
         try:
@@ -86,7 +86,8 @@ class JournalStream(Response):
             while True:
                 try:
                     entry = await anext(entries)
-                    chunk = frame(self._render(entry), event_id=str(entry.position))
+                    # None: nothing new for a while, a comment keeps the connection alive
+                    chunk = _PING if entry is None else self._frame(entry)
                 except StopAsyncIteration:
                     break
                 except Exception as exc:  # reading or rendering: the stream's last event
@@ -94,7 +95,8 @@ class JournalStream(Response):
                     await send({"type": "http.response.body", "body": error, "more_body": True})
                     break
                 await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                metrics.stream_sent(entry, opened_at=opened_at)
+                if entry is not None:
+                    metrics.stream_sent(entry, opened_at=opened_at)
                 del entry, chunk  # an idle stream holds nothing it has sent
             self._finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -112,29 +114,21 @@ class JournalStream(Response):
             if aclose is not None:
                 await aclose()
 
-    async def _watch(self, receive: Receive, send: Send, stream: asyncio.Task[Any]) -> bool:
-        """Until the client leaves (then cancel the stream and return True), ping when quiet."""
-        while True:
-            try:
-                async with asyncio.timeout(PING_S):
-                    message = await receive()
-            except TimeoutError:
-                if self._finished:
-                    return False
-                try:
-                    await send({"type": "http.response.body", "body": _PING, "more_body": True})
-                except (OSError, RuntimeError):  # gone, or the response ended meanwhile
-                    return False
-                continue
-            if message["type"] == "http.disconnect":
-                if not self._finished:
-                    stream.cancel()
-                    return True
-                return False
+    def _frame(self, entry: JournalEntry) -> bytes:
+        return frame(self._render(entry), event_id=str(entry.position))
+
+    async def _watch(self, receive: Receive, stream: asyncio.Task[Any]) -> bool:
+        """Until the client leaves: then cancel the stream, unless it has ended, and say so."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if self._finished:
+            return False
+        stream.cancel()
+        return True
 
 
 def event_stream(
-    entries: AsyncIterator[JournalEntry],
+    entries: AsyncIterator[JournalEntry | None],
     *,
     render: Callable[[JournalEntry], bytes],
     render_error: Callable[[A2AError], bytes],
