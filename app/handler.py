@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import functools
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
@@ -269,7 +268,7 @@ class RequestHandler:
         except BaseException:
             self._streams.give_back(owner)
             raise
-        return EntryStream(entries, release=functools.partial(self._streams.give_back, owner))
+        return EntryStream(entries, self._streams, owner)
 
     async def _require(self, task_id: str, *, owner: str) -> TaskRecord:
         record = await self._tasks.get(task_id, owner=owner)
@@ -539,17 +538,18 @@ class RequestHandler:
 
 
 class EntryStream:
-    """The journal entries of one stream, holding one stream slot until it is closed (the SSE
-    response closes it however it ends). Close it even if it was never iterated: an async
-    generator that never started runs no `finally` of its own."""
+    """The journal entries of one stream, holding one of `slots` (the owner's) until it is
+    closed (the SSE response closes it however it ends). Close it even if it was never
+    iterated: an async generator that never started runs no `finally` of its own."""
 
-    __slots__ = ("_entries", "_release")
+    __slots__ = ("_entries", "_owner", "_slots")
 
     def __init__(
-        self, entries: AsyncGenerator[JournalEntry | None, None], *, release: Callable[[], None]
+        self, entries: AsyncGenerator[JournalEntry | None, None], slots: Slots, owner: str
     ) -> None:
         self._entries = entries
-        self._release: Callable[[], None] | None = release
+        self._slots: Slots | None = slots
+        self._owner = owner
 
     def __aiter__(self) -> EntryStream:
         return self
@@ -562,6 +562,6 @@ class EntryStream:
         try:
             await self._entries.aclose()
         finally:
-            release, self._release = self._release, None
-            if release is not None:
-                release()
+            slots, self._slots = self._slots, None
+            if slots is not None:
+                slots.give_back(self._owner)

@@ -258,6 +258,7 @@ def create_app(
         tasks=tasks,
         messages=messages,
         runner=runner,
+        read_block_s=settings.a2a_stream_keepalive_s,  # a read that waits this long pings
         streams=Slots(
             settings.a2a_max_streams,
             what="open streams and blocking sends",

@@ -214,6 +214,14 @@ class Settings(BaseSettings):
         description="Concurrent connections (and requests) this replica serves; beyond, 503"
         " (above A2A_MAX_STREAMS, so a replica full of streams still answers other calls).",
     )
+    a2a_stream_keepalive_s: float = Field(
+        15.0,
+        gt=0,
+        description=(
+            "An open stream without an event for this long gets an SSE comment, so that proxies"
+            " and load balancers keep its connection open."
+        ),
+    )
     a2a_body_timeout_s: float = Field(
         30.0,
         gt=0,

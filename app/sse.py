@@ -58,6 +58,10 @@ class JournalStream(Response):
     The entries are iterated here, not through a generator of frames: each layer between the
     response and the store read is a frame that every idle stream keeps alive."""
 
+    # Class attributes, not per instance: every open stream holds its response.
+    status_code = 200
+    background = None
+
     def __init__(
         self,
         entries: AsyncIterator[JournalEntry | None],
@@ -71,9 +75,6 @@ class JournalStream(Response):
         self._render_error = render_error
         self._metrics = metrics
         self._finished = False
-        self.status_code = 200
-        self.background = None
-        self.raw_headers = list(_HEADERS)
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = asyncio.current_task()
@@ -82,7 +83,7 @@ class JournalStream(Response):
         entries, metrics, opened_at = self._entries, self._metrics, time.time()
         metrics.open_streams.add(1)
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": self.raw_headers})
+            await send({"type": "http.response.start", "status": 200, "headers": list(_HEADERS)})
             while True:
                 try:
                     entry = await anext(entries)

@@ -36,6 +36,7 @@ from stores.base import (
     TaskUnreadable,
 )
 from stores.codec import dump_event, dump_message, dump_task, load_message, load_task, stored_entry
+from stores.deadlines import CoarseDeadlines
 from stores.models import (
     ChatMessage,
     JournalEntry,
@@ -67,7 +68,8 @@ class _StoredTask:
     status_timestamp: datetime = field(default_factory=utc_now)
     position: int = 1  # of the last journal entry
     touched: float = 0.0
-    arrived: asyncio.Event = field(default_factory=asyncio.Event)
+    # The reads waiting for the next entry (True when it came, False at their deadline).
+    readers: set[asyncio.Future[bool]] | None = None
     last_event_id: str = ""  # so a retried publish is not journaled twice
     last_event_position: int = 0
 
@@ -129,6 +131,7 @@ class InMemoryTaskStore(TaskStore):
         self._max_tasks = max_tasks
         self._tasks: dict[tuple[str, str], _StoredTask] = {}
         self._leases = leases  # checks fenced writes; without it, fences are not checked
+        self._deadlines = CoarseDeadlines()
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         self._sweeper.sweep(self._tasks)
@@ -217,8 +220,10 @@ class InMemoryTaskStore(TaskStore):
         stored.touched = time.monotonic()
         if snapshot is not None:
             stored.keep(snapshot, stored.position)
-        arrived, stored.arrived = stored.arrived, asyncio.Event()
-        arrived.set()
+        readers, stored.readers = stored.readers, None
+        for reader in readers or ():
+            if not reader.done():
+                reader.set_result(True)
         return stored.position
 
     async def read(
@@ -228,11 +233,20 @@ class InMemoryTaskStore(TaskStore):
         if stored is None:
             return []
         if stored.position <= after and timeout_s > 0:
+            # Wait for the next entry: a future and a shared deadline, no task nor timer of its
+            # own, and no frame beyond this one (every idle stream waits here).
+            reader: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+            if stored.readers is None:
+                stored.readers = set()
+            stored.readers.add(reader)
+            slot = self._deadlines.add(reader, timeout_s)
             try:
-                async with asyncio.timeout(timeout_s):  # no task per wait, as wait_for makes
-                    await stored.arrived.wait()
-            except TimeoutError:
-                return []
+                if not await reader:  # the deadline came first
+                    return []
+            finally:
+                self._deadlines.discard(reader, slot)
+                if stored.readers is not None:
+                    stored.readers.discard(reader)
         # Positions are consecutive: skip to the first one after `after` in C, not entry by entry
         # (a reader of a long answer reads once per chunk).
         if not stored.journal:

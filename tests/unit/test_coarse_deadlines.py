@@ -1,0 +1,62 @@
+"""CoarseDeadlines: waits time out at their deadline (late by at most the resolution, never
+early), a wait that ended first is left alone and forgotten, and many waits share one timer."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from stores.deadlines import CoarseDeadlines
+
+RESOLUTION_S = 0.05
+
+
+def live_timers(loop: asyncio.AbstractEventLoop) -> int:
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+    return sum(1 for timer in scheduled if not timer.cancelled())
+
+
+async def test_a_wait_times_out_at_its_deadline_not_before() -> None:
+    deadlines = CoarseDeadlines(RESOLUTION_S)
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    began = loop.time()
+    deadlines.add(waiter, 0.2)
+    assert await waiter is False
+    waited = loop.time() - began
+    assert 0.2 - loop._clock_resolution <= waited < 0.2 + RESOLUTION_S + 0.1, waited  # type: ignore[attr-defined]
+
+
+async def test_a_wait_that_ended_first_keeps_its_result_and_is_forgotten() -> None:
+    deadlines = CoarseDeadlines(RESOLUTION_S)
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    slot = deadlines.add(waiter, 0.1)
+    waiter.set_result(True)
+    deadlines.discard(waiter, slot)
+    await asyncio.sleep(0.2)  # past the deadline: nothing happens to it
+    assert waiter.result() is True
+    assert deadlines._slots == {}  # nothing kept of past waits
+
+
+async def test_a_cancelled_wait_is_not_touched_at_its_deadline() -> None:
+    deadlines = CoarseDeadlines(RESOLUTION_S)
+    loop = asyncio.get_running_loop()
+    waiter: asyncio.Future[bool] = loop.create_future()
+    deadlines.add(waiter, 0.05)
+    waiter.cancel()
+    await asyncio.sleep(0.15)
+    assert waiter.cancelled()
+
+
+@pytest.mark.parametrize("waits", [1_000])
+async def test_many_waits_share_a_few_timers(waits: int) -> None:
+    deadlines = CoarseDeadlines(RESOLUTION_S)
+    loop = asyncio.get_running_loop()
+    before = live_timers(loop)
+    waiters: list[asyncio.Future[bool]] = [loop.create_future() for _ in range(waits)]
+    for waiter in waiters:
+        deadlines.add(waiter, 0.2)
+    assert live_timers(loop) - before <= 2  # the slot(s) the deadlines fell in, not 1,000
+    assert await asyncio.gather(*waiters) == [False] * waits

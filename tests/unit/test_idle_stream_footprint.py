@@ -1,0 +1,151 @@
+"""What an idle stream holds, counted (not measured in bytes, so it holds on any machine): the
+server is made of idle streams when thousands of clients follow their tasks. Each open stream
+is its request's task and one task waiting for the client to leave; it keeps no timer of its own
+(one deadline timer per slot of time is shared by every waiting read), and its request waits
+through no layer of FastAPI's or Starlette's middleware and routing. A return of a timer per
+stream (`asyncio.timeout` around each wait), of a task per wait, or of the framework's layers on
+the JSON-RPC path fails here.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import gc
+import json
+import socket
+from collections.abc import AsyncGenerator, AsyncIterator
+from types import CoroutineType
+from typing import Any
+
+import pytest
+import uvicorn
+
+from agent.scripted_model import ScriptedModel
+from app.cli import server_config
+from app.main import create_app
+from app.settings import Settings
+
+STREAMS = 40
+
+
+def free_port() -> int:
+    with socket.socket() as probe:
+        probe.bind(("127.0.0.1", 0))
+        return int(probe.getsockname()[1])
+
+
+@pytest.fixture
+async def served() -> AsyncIterator[uvicorn.Server]:
+    port = free_port()
+    settings = Settings(a2a_port=port)
+    # Every turn stays working: its one chunk is an hour away.
+    app = create_app(settings, llm=ScriptedModel(chunks=1, delay_ms=3_600_000))
+    server = uvicorn.Server(server_config(app, settings))
+    serving = asyncio.create_task(server.serve())
+    for _ in range(2000):
+        if server.started or serving.done():
+            break
+        await asyncio.sleep(0.01)
+    assert server.started, "the server did not start"
+    yield server
+    server.should_exit = True
+    await serving
+
+
+@pytest.fixture
+def server(served: uvicorn.Server) -> int:
+    return served.config.port
+
+
+def request(method: str, params: dict[str, Any]) -> bytes:
+    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": params}).encode()
+    return (
+        b"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
+        b"A2A-Version: 1.0\r\nContent-Length: %d\r\n\r\n%s" % (len(body), body)
+    )
+
+
+async def open_stream(
+    port: int, method: str, params: dict[str, Any]
+) -> tuple[asyncio.StreamWriter, bytes]:
+    """A stream, read up to the task's working status, then left open."""
+    reader, writer = await asyncio.open_connection("127.0.0.1", port)
+    writer.write(request(method, params))
+    received = b""
+    while b"TASK_STATE_WORKING" not in received:
+        chunk = await asyncio.wait_for(reader.read(1 << 16), 10)
+        assert chunk, received
+        received += chunk
+    assert received.startswith(b"HTTP/1.1 200"), received
+    return writer, received
+
+
+async def working_task(port: int) -> tuple[str, asyncio.StreamWriter]:
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    writer, received = await open_stream(port, "SendStreamingMessage", {"message": message})
+    first = json.loads(received.split(b"data: ", 1)[1].split(b"\r\n", 1)[0])
+    return first["result"]["task"]["id"], writer
+
+
+def live_timers(loop: asyncio.AbstractEventLoop) -> int:
+    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
+    return sum(1 for timer in scheduled if not timer.cancelled())
+
+
+def awaited_frames(task: asyncio.Task[Any]) -> list[str]:
+    """The modules of the coroutines and async generators the task waits through, outermost
+    first."""
+    modules: list[str] = []
+    step: Any = task.get_coro()
+    while step is not None:
+        if type(step).__name__ == "async_generator_asend":  # a step of this generator:
+            generators = [ref for ref in gc.get_referents(step) if isinstance(ref, AsyncGenerator)]
+            step = generators[0] if generators else None
+            continue
+        frame = getattr(step, "cr_frame", None) or getattr(step, "ag_frame", None)
+        if frame is None:  # a future: the wait itself
+            break
+        modules.append(frame.f_globals.get("__name__", "?"))
+        step = getattr(step, "cr_await", None) or getattr(step, "ag_await", None)
+    return modules
+
+
+async def test_an_idle_stream_is_two_tasks_and_no_timer(
+    served: uvicorn.Server, server: int
+) -> None:
+    loop = asyncio.get_running_loop()
+    task_id, first = await working_task(server)
+    await asyncio.sleep(0.2)  # the turn's own timers are armed
+    tasks_before, timers_before = len(asyncio.all_tasks()), live_timers(loop)
+    writers = [
+        (await open_stream(server, "SubscribeToTask", {"id": task_id}))[0] for _ in range(STREAMS)
+    ]
+    await asyncio.sleep(0.2)
+    assert len(asyncio.all_tasks()) - tasks_before == 2 * STREAMS
+    # A few shared deadline slots at most, whatever the number of streams.
+    assert live_timers(loop) - timers_before <= 3
+    # Each connection's protocol keeps the header deadline's attributes in slots, not in
+    # uvicorn's attribute dict: three more keys grew that dict to its next size (~1.5 KiB more
+    # on every connection).
+    ours = {"_header_timer", "_awaiting_headers", "_header_bytes"}
+    for connection in served.server_state.connections:
+        assert not ours & set(vars(connection)), vars(connection).keys()
+    for writer in [first, *writers]:
+        writer.close()
+
+
+async def test_an_idle_stream_waits_through_no_framework_layer(server: int) -> None:
+    _, writer = await working_task(server)
+    await asyncio.sleep(0.1)
+    (request_task,) = [
+        task
+        for task in asyncio.all_tasks()
+        if isinstance(task.get_coro(), CoroutineType)
+        and task.get_coro().cr_code.co_name == "run_asgi"  # type: ignore[union-attr]
+    ]
+    modules = awaited_frames(request_task)
+    framework = [name for name in modules if name.split(".")[0] in ("starlette", "fastapi")]
+    assert framework == [], modules
+    # It does wait where it should: in the SSE response, reading the journal.
+    assert "app.sse" in modules and modules[-1] == "stores.memory", modules
+    writer.close()
