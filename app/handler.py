@@ -260,7 +260,7 @@ class RequestHandler:
         owner: str,
     ) -> EntryStream:
         """Admit a stream (refused while draining or beyond A2A_MAX_STREAMS, before `start`
-        runs, so before anything is written), then start it; it holds its slot until it ends."""
+        runs, so before anything is written), then start it; it holds its slot until closed."""
         self._drain.refuse_new_work()
         self._streams.take(owner)
         try:

@@ -32,7 +32,7 @@ from app.json_body import check_depth, check_json_media_type, parse_json
 from app.jsonrpc_v03 import v03_methods
 from app.metrics import RequestRecord
 from app.operations import JsonObject
-from app.sse import dumps, event_stream, frame
+from app.sse import JournalStream, dumps, frame
 from app.wire_v1 import render_entry
 from stores.models import JournalEntry
 
@@ -270,7 +270,7 @@ class JsonRpcBinding(Binding):
         self, request_id: JsonId, entries: Any, render: Callable[[JournalEntry], bytes]
     ) -> Response:
         frames = _ResponseFrames(request_id, render)
-        return event_stream(
+        return JournalStream(
             entries, render=frames.result, render_error=frames.error, metrics=self._metrics
         )
 

@@ -31,7 +31,7 @@ from app.json_body import check_depth, check_json_media_type, parse_json
 from app.jsonrpc import check_version, error_payload
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject
-from app.sse import dumps, event_stream, frame
+from app.sse import JournalStream, dumps, frame
 from app.wire_v1 import render_entry
 from stores.models import JournalEntry
 
@@ -264,7 +264,7 @@ def sse_response(
     entries: Any, render: Callable[[JournalEntry], bytes], *, metrics: Metrics
 ) -> Response:
     """Journal entries as SSE; a failure mid-stream is a last `event: error` with its body."""
-    return event_stream(
+    return JournalStream(
         entries,
         render=render,
         render_error=lambda error: frame(dumps(error_body(error)).encode(), event="error"),

@@ -10,7 +10,8 @@ holding thousands of subscribers is made of, and sse-starlette's task group (fou
 cancel scopes per stream) was a third of an idle stream's memory. Here a stream is its request's
 task plus one watcher task, which notices the client leaving (and cancels the stream at once,
 whatever it is waiting for). The connection is kept alive with a comment after each read of the
-journal that waited its whole time (15 s) for nothing: no timer per stream for it.
+journal that waited its whole time (A2A_STREAM_KEEPALIVE_S) for nothing: no timer per stream
+for it.
 """
 
 from __future__ import annotations
@@ -126,13 +127,3 @@ class JournalStream(Response):
             return False
         stream.cancel()
         return True
-
-
-def event_stream(
-    entries: AsyncIterator[JournalEntry | None],
-    *,
-    render: Callable[[JournalEntry], bytes],
-    render_error: Callable[[A2AError], bytes],
-    metrics: Metrics,
-) -> JournalStream:
-    return JournalStream(entries, render=render, render_error=render_error, metrics=metrics)
