@@ -28,6 +28,7 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
+from starlette._utils import get_route_path  # the router's own matching path
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -53,7 +54,7 @@ class ServerApp(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._guarded_endpoint is not None and scope["type"] == "http":
-            endpoint = self._direct.get((scope["method"], _route_path(scope)))
+            endpoint = self._direct.get((scope["method"], get_route_path(scope)))
             if endpoint is not None:
                 scope["app"], scope["endpoint"] = self, endpoint
                 await self._guarded_endpoint(scope, receive, send)
@@ -71,13 +72,3 @@ class ServerApp(FastAPI):
 async def _serve_endpoint(scope: Scope, receive: Receive, send: Send) -> None:
     response = await scope["endpoint"](Request(scope, receive, send))
     await response(scope, receive, send)
-
-
-def _route_path(scope: Scope) -> str:
-    """The path the routes are matched against: without the `root_path` a proxy mounted the
-    server under (ASGI servers include it in `path`), as Starlette's router matches."""
-    path: str = scope["path"]
-    root: str = scope.get("root_path", "")
-    if root and path.startswith(root):
-        return path[len(root) :] or "/"
-    return path

@@ -39,6 +39,7 @@ from typing import Any
 from redis.asyncio import Redis
 
 from stores.base import StoreUnavailable
+from stores.deadlines import CoarseDeadlines
 from stores.models import JournalEntry
 from stores.redis_support import journal_entries, redis_available, text, xread_streams
 
@@ -108,6 +109,7 @@ class JournalMux:
         self._wake_key = wake_key
         self._shards: list[_Shard] = []
         self._shard_of: dict[str, _Shard] = {}
+        self._deadlines: CoarseDeadlines[list[JournalEntry]] = CoarseDeadlines(expired=[])
         self.waiting = 0  # readers in `read`
 
     async def read(self, journal: str, after: int, timeout_s: float) -> list[JournalEntry]:
@@ -117,7 +119,13 @@ class JournalMux:
             shard = next((s for s in self._shards if s.journals < SHARD_JOURNALS), None)
             if shard is None:
                 wake_key = self._wake_key(len(self._shards))
-                shard = _Shard(self._read, self._commands, wake_key=wake_key, forget=self._forget)
+                shard = _Shard(
+                    self._read,
+                    self._commands,
+                    wake_key=wake_key,
+                    forget=self._forget,
+                    deadlines=self._deadlines,
+                )
                 self._shards.append(shard)
             self._shard_of[journal] = shard
             shard.journals += 1
@@ -145,7 +153,9 @@ class _Shard:
         *,
         wake_key: str,
         forget: Callable[[str], None],
+        deadlines: CoarseDeadlines[list[JournalEntry]],
     ) -> None:
+        self._deadlines = deadlines
         self.journals = 0  # in `_readers` or `_recent` (the mux routes them here)
         self._forget = forget
         self._read = read_client
@@ -176,12 +186,11 @@ class _Shard:
         reader = _Reader(after, asyncio.get_running_loop().create_future())
         self._readers.setdefault(journal, {})[reader] = None
         self._cover(journal, after)
+        slot = self._deadlines.add(reader.found, timeout_s)  # [] then; no timer per reader
         try:
-            async with asyncio.timeout(timeout_s):
-                return await reader.found
-        except TimeoutError:
-            return []
+            return await reader.found
         finally:
+            self._deadlines.discard(reader.found, slot)
             readers = self._readers.get(journal)
             if readers is not None:
                 readers.pop(reader, None)

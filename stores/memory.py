@@ -131,7 +131,7 @@ class InMemoryTaskStore(TaskStore):
         self._max_tasks = max_tasks
         self._tasks: dict[tuple[str, str], _StoredTask] = {}
         self._leases = leases  # checks fenced writes; without it, fences are not checked
-        self._deadlines = CoarseDeadlines()
+        self._deadlines = CoarseDeadlines(expired=False)
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         self._sweeper.sweep(self._tasks)

@@ -316,9 +316,9 @@ class RedisTaskStore(TaskStore):
             if timeout_s <= 0:
                 return _entries(await self._redis.xread({journal: start}))
             key = (journal, start)
-            if self._mux is not None and key not in self._waits:
-                if self._mux.waiting or len(self._waits):
-                    return await self._mux.read(journal, max(after, 0), timeout_s)
+            mux = self._mux
+            if mux is not None and (mux.waiting or len(self._waits)) and key not in self._waits:
+                return await mux.read(journal, max(after, 0), timeout_s)
             # A reader alone reads for itself: one round trip, no hand-over from a shared read
             # (a third more events/s for a single stream); readers of its journal at its position
             # join that read. On a cluster every journal and position has a read of its own.

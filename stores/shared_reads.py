@@ -15,22 +15,27 @@ from __future__ import annotations
 
 import asyncio
 from collections.abc import Awaitable, Callable, Hashable
+from functools import partial
 from typing import Generic, TypeVar
+
+from stores.deadlines import CoarseDeadlines
 
 T = TypeVar("T")
 
 
 class _Flight(Generic[T]):
-    __slots__ = ("readers", "task")
+    __slots__ = ("task", "waiters")
 
     def __init__(self, task: asyncio.Task[T]) -> None:
         self.task = task
-        self.readers = 0
+        # Its readers' waits: True when the read landed, False when a reader's time was up.
+        self.waiters: set[asyncio.Future[bool]] = set()
 
 
 class SharedReads(Generic[T]):
     def __init__(self) -> None:
         self._flights: dict[Hashable, _Flight[T]] = {}
+        self._deadlines: CoarseDeadlines[bool] = CoarseDeadlines(expired=False)
 
     def __len__(self) -> int:
         """Reads in flight (one per distinct key)."""
@@ -52,24 +57,30 @@ class SharedReads(Generic[T]):
         `nothing` when `timeout_s` passes first."""
         flight = self._flights.get(key)
         if flight is None:
-            flight = _Flight(asyncio.ensure_future(start()))
-            self._flights[key] = flight
-            flight.task.add_done_callback(lambda task: self._landed(key, task))
-        flight.readers += 1
+            flight = self._flights[key] = _Flight(asyncio.ensure_future(start()))
+            flight.task.add_done_callback(partial(self._landed, key, flight))
+        # A future and a shared deadline per reader, no timer: thousands of readers wait here.
+        waiter: asyncio.Future[bool] = asyncio.get_running_loop().create_future()
+        flight.waiters.add(waiter)
+        slot = self._deadlines.add(waiter, timeout_s)
         try:
-            done, _ = await asyncio.wait({flight.task}, timeout=timeout_s)
+            landed = await waiter
         finally:
-            flight.readers -= 1
-            if not flight.readers and not flight.task.done():
+            self._deadlines.discard(waiter, slot)
+            flight.waiters.discard(waiter)
+            if not flight.waiters and not flight.task.done():
                 # Nobody waits for it any more; a reader coming now starts a read of its own.
                 self._forget(key, flight.task)
                 flight.task.cancel()
-        if not done:
+        if not landed:
             return nothing
         return flight.task.result()  # the read's own error, if it failed, for every reader
 
-    def _landed(self, key: Hashable, task: asyncio.Task[T]) -> None:
+    def _landed(self, key: Hashable, flight: _Flight[T], task: asyncio.Task[T]) -> None:
         self._forget(key, task)
+        for waiter in flight.waiters:
+            if not waiter.done():
+                waiter.set_result(True)
         if not task.cancelled():
             task.exception()  # retrieved: readers that left before it failed never ask
 

@@ -227,3 +227,13 @@ def test_error_messages_do_not_leak_internals(rpc):
         check_error_object(body["error"])
         assert body["error"]["code"] in (-32600, -32602, -32001), (method, params, body)
         assert "Traceback" not in json.dumps(body)
+
+
+def test_other_methods_at_the_json_rpc_endpoint_get_405(rpc):
+    """`POST /` is served before FastAPI's routing (app.asgi); the route is still known to the
+    router, so another method on `/` is refused as not allowed, with its allowed method named."""
+    r = rpc.get("/")
+    assert r.status_code == 405, (r.status_code, r.text)
+    assert r.headers.get("allow") == "POST", r.headers
+    error = r.json()["error"]  # in the shape a JSON-RPC client at `/` reads
+    assert error["data"][0]["reason"] == "METHOD_NOT_ALLOWED", r.text

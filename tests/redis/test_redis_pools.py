@@ -18,6 +18,7 @@ from stores.journal_mux import SHARD_JOURNALS
 from stores.models import JournalEntry, StatusUpdate, Task, TaskState, TaskStatus
 from stores.redis_stores import PoolSizes, create_redis_stores
 from tests.e2e_redis.support import RedisServer
+from tests.loop_timers import live_timers
 from tests.redis.conftest import REDIS_URL, TTL_S
 
 pytestmark = pytest.mark.redis
@@ -108,10 +109,13 @@ async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> 
         names = [f"t{n}" for n in range(300)]
         for name in names:
             await stores.tasks.create(new_task(name), owner=OWNER)
+        timers = live_timers(asyncio.get_running_loop())
         readers = [reader(name) for name in names]
         await until_blocked("xread", 4)
         await asyncio.sleep(0.2)
         assert await blocked_in("xread") == 1 + math.ceil(299 / SHARD_JOURNALS) == 4
+        # Their deadlines share timers (CoarseDeadlines): a few, not one per reader.
+        assert live_timers(asyncio.get_running_loop()) - timers < 10
         assert await publish("t0") == 2
         assert [entry.position for entry in await readers[0]] == [2]
         # A reader of a task the read in flight does not cover yet: the read is started again

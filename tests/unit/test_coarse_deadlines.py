@@ -8,17 +8,13 @@ import asyncio
 import pytest
 
 from stores.deadlines import CoarseDeadlines
+from tests.loop_timers import live_timers
 
 RESOLUTION_S = 0.05
 
 
-def live_timers(loop: asyncio.AbstractEventLoop) -> int:
-    scheduled: list[asyncio.TimerHandle] = loop._scheduled  # type: ignore[attr-defined]
-    return sum(1 for timer in scheduled if not timer.cancelled())
-
-
 async def test_a_wait_times_out_at_its_deadline_not_before() -> None:
-    deadlines = CoarseDeadlines(RESOLUTION_S)
+    deadlines = CoarseDeadlines(expired=False, resolution_s=RESOLUTION_S)
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[bool] = loop.create_future()
     began = loop.time()
@@ -29,7 +25,7 @@ async def test_a_wait_times_out_at_its_deadline_not_before() -> None:
 
 
 async def test_a_wait_that_ended_first_keeps_its_result_and_is_forgotten() -> None:
-    deadlines = CoarseDeadlines(RESOLUTION_S)
+    deadlines = CoarseDeadlines(expired=False, resolution_s=RESOLUTION_S)
     loop = asyncio.get_running_loop()
     waiter: asyncio.Future[bool] = loop.create_future()
     slot = deadlines.add(waiter, 0.1)
@@ -41,18 +37,31 @@ async def test_a_wait_that_ended_first_keeps_its_result_and_is_forgotten() -> No
 
 
 async def test_a_cancelled_wait_is_not_touched_at_its_deadline() -> None:
-    deadlines = CoarseDeadlines(RESOLUTION_S)
+    deadlines = CoarseDeadlines(expired=False, resolution_s=RESOLUTION_S)
     loop = asyncio.get_running_loop()
-    waiter: asyncio.Future[bool] = loop.create_future()
-    deadlines.add(waiter, 0.05)
-    waiter.cancel()
-    await asyncio.sleep(0.15)
+    errors: list[dict[str, object]] = []
+    loop.set_exception_handler(lambda _, context: errors.append(context))
+    try:
+        waiter: asyncio.Future[bool] = loop.create_future()
+        deadlines.add(waiter, 0.05)
+        waiter.cancel()
+        await asyncio.sleep(0.15)  # past the deadline: resolving it would raise in the timer
+    finally:
+        loop.set_exception_handler(None)
     assert waiter.cancelled()
+    assert errors == []
+
+
+async def test_an_expired_wait_gets_the_expired_value() -> None:
+    deadlines: CoarseDeadlines[list[int]] = CoarseDeadlines(expired=[], resolution_s=RESOLUTION_S)
+    waiter: asyncio.Future[list[int]] = asyncio.get_running_loop().create_future()
+    deadlines.add(waiter, 0.05)
+    assert await waiter == []
 
 
 @pytest.mark.parametrize("waits", [1_000])
 async def test_many_waits_share_a_few_timers(waits: int) -> None:
-    deadlines = CoarseDeadlines(RESOLUTION_S)
+    deadlines = CoarseDeadlines(expired=False, resolution_s=RESOLUTION_S)
     loop = asyncio.get_running_loop()
     before = live_timers(loop)
     waiters: list[asyncio.Future[bool]] = [loop.create_future() for _ in range(waits)]
