@@ -47,6 +47,7 @@ from agent.retry import persistently
 from agent.state import LoopState
 from agent.tracing import Carrier, carrier_of, trace_id_of
 from stores.base import CheckpointStore, Fence, LeaseStore, MessageStore, TaskStore
+from stores.codec import ArtifactChunks
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -55,6 +56,7 @@ from stores.models import (
     Role,
     StatusUpdate,
     Task,
+    TaskRecord,
     TaskState,
     TaskStatus,
 )
@@ -85,6 +87,8 @@ class Turn:
     artifact_id: str = field(default_factory=lambda: str(uuid.uuid4()))
     chunks_sent: int = 0
     held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
+    chunk_form: ArtifactChunks | None = None  # the answer's chunks' stored form, once streaming
+    settled: TaskRecord | None = None  # the snapshot that ended or paused the turn, once stored
     cancel_requested: bool = False
     suspended: bool = False
     finished: bool = False
@@ -196,9 +200,13 @@ class TurnPublisher:
         update = StatusUpdate(
             task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
         )
-        await self._publish(turn, update, task)
+        position = await self._publish(turn, update, task)
+        if state.is_terminal or state.is_interrupted:
+            # Taken by the store: a blocking send returns this rather than read it back.
+            turn.settled = TaskRecord(task=task, owner=turn.owner, position=position)
         self.observer.on_state_changed(state.value)
-        logger.info("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
+        # DEBUG: a turn's outcome is its INFO line (`report`); the steps are in the journal.
+        logger.debug("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
 
     async def record_state(
         self,
@@ -279,11 +287,11 @@ class TurnPublisher:
         )
 
     async def _publish(
-        self, turn: Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
-    ) -> None:
+        self, turn: Turn, event: StatusUpdate | ArtifactUpdate | bytes, snapshot: Task | None
+    ) -> int:
         task_id, owner, fence = turn.task.id, turn.owner, turn.fence
         event_id = next(_EVENT_IDS)  # the same for every retry: the store journals it once
-        await persistently(
+        return await persistently(
             lambda: self._tasks.publish(
                 task_id, event, owner=owner, snapshot=snapshot, event_id=event_id, fence=fence
             ),
@@ -299,22 +307,15 @@ class TurnPublisher:
     async def _send_chunk(
         self, turn: Turn, text: str, *, last: bool, snapshot: Task | None = None
     ) -> None:
-        task = turn.task
-        # Validated from one dict (pydantic-core does it in one pass): this runs once per
-        # streamed chunk; nested constructors cost half as much again, model_construct twice.
-        update = ArtifactUpdate.model_validate(
-            {
-                "task_id": task.id,
-                "context_id": task.context_id,
-                "artifact": {
-                    "artifact_id": turn.artifact_id,
-                    "name": ANSWER_ARTIFACT_NAME,
-                    "parts": [{"text": text}],
-                },
-                "append": turn.chunks_sent > 0,
-                "last_chunk": last,
-            }
-        )
+        if turn.chunk_form is None:
+            task = turn.task
+            turn.chunk_form = ArtifactChunks(
+                task_id=task.id,
+                context_id=task.context_id,
+                artifact_id=turn.artifact_id,
+                name=ANSWER_ARTIFACT_NAME,
+            )
+        update = turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last)
         turn.chunks_sent += 1
         await self._publish(turn, update, snapshot)
 

@@ -242,15 +242,17 @@ class TaskRunner:
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]
 
-    async def until_local_turn_ends(self, task_id: str, *, owner: str) -> bool:
+    async def until_local_turn_ends(self, task_id: str, *, owner: str) -> Turn | None:
         """Wait until the task's turn running in this process (if any) is over here: finished,
         suspended, cancelled, or gone to another process. Waiting does not affect the turn.
-        False if no turn of the task was running here."""
+        The turn (its `settled` says how it ended, if it recorded that); None if no turn of the
+        task was running here."""
         running = self._running.get((owner, task_id))
         if running is None:
-            return False
-        await asyncio.wait([running[0]])
-        return True
+            return None
+        job, turn = running
+        await asyncio.wait([job])
+        return turn
 
     def leased(self) -> list[tuple[TaskRef, str]]:
         """The turns running here that hold their lease, with their holder (the ones to renew)."""

@@ -82,8 +82,8 @@ DirectReplier = Callable[[str, Message], Awaitable[str | None]]
 """Owner and message -> the text of a direct reply (a Message, no task), or None."""
 
 
-async def _only(entry: JournalEntry) -> AsyncGenerator[JournalEntry, None]:
-    yield entry
+async def _only(entry: JournalEntry) -> AsyncGenerator[list[JournalEntry], None]:
+    yield [entry]
 
 
 class RequestHandler:
@@ -153,10 +153,10 @@ class RequestHandler:
 
     async def stream_message(
         self, request: SendRequest, *, owner: str
-    ) -> AsyncIterator[JournalEntry | None]:
+    ) -> AsyncIterator[list[JournalEntry] | None]:
         """Validate and start the task now (errors surface before any event), then stream it."""
 
-        async def start() -> AsyncGenerator[JournalEntry | None, None]:
+        async def start() -> AsyncGenerator[list[JournalEntry] | None, None]:
             if (reply := await self._direct_reply(request, owner=owner)) is not None:
                 return _only(JournalEntry(position=1, event=MessageReply(message=reply)))
             record = await self._begin(request, owner=owner)
@@ -237,10 +237,10 @@ class RequestHandler:
 
     async def subscribe(
         self, task_id: str, *, owner: str, last_event_id: int | None = None
-    ) -> AsyncIterator[JournalEntry | None]:
+    ) -> AsyncIterator[list[JournalEntry] | None]:
         """The current task, then its live events; or, after a reconnect, just the missed events."""
 
-        async def start() -> AsyncGenerator[JournalEntry | None, None]:
+        async def start() -> AsyncGenerator[list[JournalEntry] | None, None]:
             record = await self._require(task_id, owner=owner)
             if record.task.status.state.is_terminal and last_event_id is None:
                 raise UnsupportedOperationError(
@@ -255,7 +255,7 @@ class RequestHandler:
 
     async def _open_stream(
         self,
-        start: Callable[[], Awaitable[AsyncGenerator[JournalEntry | None, None]]],
+        start: Callable[[], Awaitable[AsyncGenerator[list[JournalEntry] | None, None]]],
         *,
         owner: str,
     ) -> EntryStream:
@@ -438,14 +438,17 @@ class RequestHandler:
         with `until_drain`, or until this server starts draining.
 
         A turn running in this process is waited for without reading its journal (a blocking
-        send would otherwise cost a store read per event); once it is over here, its snapshot
-        says how it ended (and is returned), or the journal is followed if it went on elsewhere.
+        send would otherwise cost a store read per event); once it is over here, the snapshot it
+        recorded last says how it ended (and is returned), or the journal is followed if it went
+        on elsewhere.
         None when the wait ended otherwise (drained, or the journal said it settled)."""
         local_turn = self._runner.until_local_turn_ends(task_id, owner=owner)
         ran_here = await (self._drain.unless_drained(local_turn) if until_drain else local_turn)
         if ran_here is DRAINED:
             return None
-        if ran_here:
+        if ran_here is not None:
+            if ran_here.settled is not None:
+                return ran_here.settled  # as the store took it: not read back
             snapshot = await self._tasks.get(task_id, owner=owner)
             if snapshot is None or ends_stream(snapshot.task.status.state, at_interrupt=True):
                 return snapshot
@@ -458,7 +461,7 @@ class RequestHandler:
 
     def _snapshot_then_tail(
         self, record: TaskRecord, *, owner: str, at_interrupt: bool
-    ) -> AsyncGenerator[JournalEntry | None, None]:
+    ) -> AsyncGenerator[list[JournalEntry] | None, None]:
         """The task as it stands, then its events. The snapshot says the task goes on, so the
         first read may wait (it answers at once if entries came meanwhile): one store call per
         new subscriber, not three."""
@@ -482,11 +485,14 @@ class RequestHandler:
         until_drain: bool = True,
         wait_first: bool = False,
         first: JournalEntry | None = None,
-    ) -> AsyncGenerator[JournalEntry | None, None]:
+    ) -> AsyncGenerator[list[JournalEntry] | None, None]:
         """Journal entries after `after` until the task ends (or pauses, with `at_interrupt`),
         after `first` when given (a snapshot: it ends the stream too if its task has ended);
         None after each wait of `read_block_s` that brought nothing (an SSE stream sends a
         keep-alive comment then: no timer of its own per stream).
+
+        Entries come in the lists the store reads them in (up to the stream's last): a stream
+        writes what one read brought in one write, not one per event.
 
         With `until_drain` it also ends, after the entry it is at, when this server starts
         draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
@@ -494,7 +500,7 @@ class RequestHandler:
         of a task that has ended must not hang.
         """
         if first is not None:  # yielded here, not by a generator around this one: one frame
-            yield first  # fewer held by every idle stream
+            yield [first]  # fewer held by every idle stream
             if ends_stream(first.state, at_interrupt=at_interrupt):
                 return
             del first  # an idle stream holds no copy of the task
@@ -515,13 +521,12 @@ class RequestHandler:
                     yield None  # a whole wait without news: the stream's keep-alive
                 block_s = self._read_block_s
                 continue
-            for entry in entries:
-                yield entry
-                after = entry.position
+            for n, entry in enumerate(entries):
                 if ends_stream(entry.state, at_interrupt=at_interrupt):
+                    yield entries[: n + 1]
                     return
-                if until_drain and self._drain.started:
-                    return
+            after = entries[-1].position
+            yield entries
             del entry, entries  # a reader waiting for more holds nothing it has passed on
 
     async def _over_meanwhile(
@@ -545,7 +550,7 @@ class EntryStream:
     __slots__ = ("_entries", "_owner", "_slots")
 
     def __init__(
-        self, entries: AsyncGenerator[JournalEntry | None, None], slots: Slots, owner: str
+        self, entries: AsyncGenerator[list[JournalEntry] | None, None], slots: Slots, owner: str
     ) -> None:
         self._entries = entries
         self._slots: Slots | None = slots
@@ -554,7 +559,7 @@ class EntryStream:
     def __aiter__(self) -> EntryStream:
         return self
 
-    def __anext__(self) -> Awaitable[JournalEntry | None]:
+    def __anext__(self) -> Awaitable[list[JournalEntry] | None]:
         # The generator's own step, not a coroutine around it: every idle stream waits in it.
         return self._entries.__anext__()
 

@@ -43,7 +43,7 @@ def render_entry_v03(entry: JournalEntry) -> bytes:
     return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
 
 
-async def _failed(error: A2AError) -> AsyncIterator[JournalEntry]:
+async def _failed(error: A2AError) -> AsyncIterator[list[JournalEntry]]:
     """A stream whose one event is the error: 0.3 clients of a streaming method read SSE only."""
     raise error
     yield  # an async generator, for the stream writer (which renders the error as an event)

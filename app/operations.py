@@ -294,7 +294,7 @@ class Operations:
 
     async def stream_message(
         self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
-    ) -> AsyncIterator[JournalEntry | None]:
+    ) -> AsyncIterator[list[JournalEntry] | None]:
         parsed = parse(SendMessageParams, params, self._limits)
         return await self._handler.stream_message(
             self._send_request(parsed, context, generation), owner=context.owner
@@ -360,7 +360,7 @@ class Operations:
 
     async def subscribe(
         self, params: JsonObject, *, context: CallContext
-    ) -> AsyncIterator[JournalEntry | None]:
+    ) -> AsyncIterator[list[JournalEntry] | None]:
         parsed = parse(TaskIdParams, params, self._limits)
         check_id("id", parsed.id)
         return await self._handler.subscribe(

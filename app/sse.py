@@ -1,4 +1,5 @@
-"""Server-sent events: one journal entry per event, `id:` = its journal position.
+"""Server-sent events: one journal entry per event, `id:` = its journal position; the events of
+one store read go out in one write.
 
 A stream always ends at an event boundary with a complete HTTP response: when its entries end
 (the task settled, or this server is draining and the handler ended them), when a store error
@@ -65,7 +66,7 @@ class JournalStream(Response):
 
     def __init__(
         self,
-        entries: AsyncIterator[JournalEntry | None],
+        entries: AsyncIterator[list[JournalEntry] | None],
         *,
         render: Callable[[JournalEntry], bytes],
         render_error: Callable[[A2AError], bytes],
@@ -85,21 +86,28 @@ class JournalStream(Response):
         metrics.open_streams.add(1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(_HEADERS)})
-            while True:
+            failed = False
+            while not failed:
+                batch: list[JournalEntry] | None = None
+                frames = []
                 try:
-                    entry = await anext(entries)
+                    batch = await anext(entries)
                     # None: nothing new for a while, a comment keeps the connection alive
-                    chunk = _PING if entry is None else self._frame(entry)
+                    if batch is None:
+                        frames.append(_PING)
+                    else:  # what one read brought goes out in one write
+                        for entry in batch:
+                            frames.append(self._frame(entry))
                 except StopAsyncIteration:
                     break
                 except Exception as exc:  # reading or rendering: the stream's last event
-                    error = self._render_error(as_a2a_error(exc, where="SSE stream"))
-                    await send({"type": "http.response.body", "body": error, "more_body": True})
-                    break
-                await send({"type": "http.response.body", "body": chunk, "more_body": True})
-                if entry is not None:
+                    frames.append(self._render_error(as_a2a_error(exc, where="SSE stream")))
+                    failed = True
+                body = b"".join(frames)
+                await send({"type": "http.response.body", "body": body, "more_body": True})
+                for entry in batch[: len(frames) - failed] if batch else ():
                     metrics.stream_sent(entry, opened_at=opened_at)
-                del entry, chunk  # an idle stream holds nothing it has sent
+                del batch, frames, body  # an idle stream holds nothing it has sent
             self._finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:

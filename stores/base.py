@@ -129,7 +129,7 @@ class TaskStore(ABC):
     async def publish(
         self,
         task_id: str,
-        event: TaskEvent,
+        event: TaskEvent | bytes,
         *,
         owner: str,
         snapshot: Task | None = None,
@@ -137,7 +137,8 @@ class TaskStore(ABC):
         event_id: str | None = None,
         fence: Fence | None = None,
     ) -> int:
-        """Append an event to the journal and return its position.
+        """Append an event (or its stored form, see `stores.codec`) to the journal and return its
+        position.
 
         When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
         as reflecting this position. Chunks are published without one (cheap streaming).

@@ -8,15 +8,74 @@ Redis holds the same bytes the in-memory store does.
 from __future__ import annotations
 
 import re
+import uuid
 
-from stores.models import _EVENTS, ChatMessage, JournalEntry, Task, TaskEvent, TaskState
+from pydantic_core import to_json
+
+from stores.models import (
+    _EVENTS,
+    Artifact,
+    ArtifactUpdate,
+    ChatMessage,
+    JournalEntry,
+    Part,
+    Task,
+    TaskEvent,
+    TaskState,
+)
 
 # exclude_none: a Part with an explicit `data` None would otherwise fail its exactly-one check on
 # the way back (every absent content field would come back as present).
 
 
-def dump_event(event: TaskEvent) -> bytes:
-    return _EVENTS.dump_json(event, by_alias=True, exclude_none=True)  # as JournalEntry.stored
+def dump_event(event: TaskEvent | bytes) -> bytes:
+    """The event's stored form (as JournalEntry.stored); bytes are taken as already in it."""
+    if isinstance(event, bytes):
+        return event
+    return _EVENTS.dump_json(event, by_alias=True, exclude_none=True)
+
+
+class ArtifactChunks:
+    """The stored form of one streamed artifact's text chunks, written without a model each.
+
+    A streamed answer is one artifact update per chunk that differ only in their text and their
+    `append` / `lastChunk` flags: the bytes around the text are rendered once (by the serializer
+    itself, from a template event, so they are what `dump_event` writes) and each chunk costs one
+    string serialization. A chunk is the hot path of every turn.
+    """
+
+    __slots__ = ("_head", "_tails")
+
+    _MARK = f"text-{uuid.uuid4().hex}"  # stands for the text in the template
+
+    def __init__(self, *, task_id: str, context_id: str, artifact_id: str, name: str) -> None:
+        artifact = Artifact(artifact_id=artifact_id, name=name, parts=[Part(text=self._MARK)])
+        template = dump_event(
+            ArtifactUpdate(
+                task_id=task_id,
+                context_id=context_id,
+                artifact=artifact,
+                append=True,
+                last_chunk=True,
+            )
+        )
+        # The text comes after every id (the serializer keeps the declared field order), so the
+        # last occurrence of the mark is the text's, whatever a client put in its context id.
+        head, mark, tail = template.rpartition(to_json(self._MARK))
+        flags = b'"append":true,"lastChunk":true}'
+        assert mark and tail.endswith(flags), template
+        # After the text come only the artifact's name (ours) and the two flags.
+        stem = tail.removesuffix(flags)
+        self._head = head
+        self._tails = {
+            (append, last): b'%s"append":%s,"lastChunk":%s}'
+            % (stem, to_json(append), to_json(last))
+            for append in (False, True)
+            for last in (False, True)
+        }
+
+    def render(self, text: str, *, append: bool, last: bool) -> bytes:
+        return self._head + to_json(text) + self._tails[(append, last)]
 
 
 def load_event(raw: bytes | str) -> TaskEvent:
@@ -25,6 +84,12 @@ def load_event(raw: bytes | str) -> TaskEvent:
 
 def dump_task(task: Task) -> bytes:
     return task.model_dump_json(by_alias=True, exclude_none=True).encode()
+
+
+def snapshot_event(stored_task: bytes) -> bytes:
+    """The stored form of a task event (`TaskSnapshot`) around a task's stored form: the task is
+    serialized once for both the snapshot and the journal's first entry."""
+    return b'{"kind":"task","task":' + stored_task + b"}"
 
 
 def load_task(raw: bytes | str) -> Task:

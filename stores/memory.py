@@ -35,7 +35,15 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
-from stores.codec import dump_event, dump_message, dump_task, load_message, load_task, stored_entry
+from stores.codec import (
+    dump_event,
+    dump_message,
+    dump_task,
+    load_message,
+    load_task,
+    snapshot_event,
+    stored_entry,
+)
 from stores.deadlines import CoarseDeadlines
 from stores.models import (
     ChatMessage,
@@ -44,7 +52,6 @@ from stores.models import (
     Task,
     TaskEvent,
     TaskRecord,
-    TaskSnapshot,
     TaskState,
     utc_now,
 )
@@ -76,9 +83,9 @@ class _StoredTask:
     @classmethod
     def first(cls, task: Task, *, journal_max: int) -> _StoredTask:
         """A new task: its journal starts with the task itself at position 1."""
-        journal = deque([(1, dump_event(TaskSnapshot(task=task)))], maxlen=journal_max)
-        stored = cls(journal=journal, touched=time.monotonic())
+        stored = cls(journal=deque(maxlen=journal_max), touched=time.monotonic())
         stored.keep(task, 1)
+        stored.journal.append((1, snapshot_event(stored.snapshot)))
         return stored
 
     def keep(self, task: Task, position: int) -> None:
@@ -196,7 +203,7 @@ class InMemoryTaskStore(TaskStore):
     async def publish(
         self,
         task_id: str,
-        event: TaskEvent,
+        event: TaskEvent | bytes,
         *,
         owner: str,
         snapshot: Task | None = None,

@@ -50,9 +50,9 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
-from stores.codec import dump_event, dump_task, load_task
+from stores.codec import dump_event, dump_task, load_task, snapshot_event
 from stores.journal_mux import JournalMux
-from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskSnapshot, TaskState
+from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskState
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis_batch import CommandBatcher
 from stores.redis_keys import RedisKeys
@@ -165,9 +165,10 @@ class RedisTaskStore(TaskStore):
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         keys = [self._keys.task(owner, task.id), self._keys.journal(owner, task.id)]
+        stored = dump_task(task)
         args = [
-            dump_task(task),
-            dump_event(TaskSnapshot(task=task)),
+            stored,
+            snapshot_event(stored),
             *self._listing_fields(task),
             self._ttl_ms,
             self._journal_max,
@@ -179,7 +180,7 @@ class RedisTaskStore(TaskStore):
 
         with redis_available():
             await run_pipeline(self._redis, build, scripts=[_CREATE])
-        return TaskRecord(task=task.model_copy(deep=True), owner=owner, position=1)
+        return TaskRecord(task=load_task(stored), owner=owner, position=1)  # the caller's own
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
@@ -258,7 +259,7 @@ class RedisTaskStore(TaskStore):
     async def publish(
         self,
         task_id: str,
-        event: TaskEvent,
+        event: TaskEvent | bytes,
         *,
         owner: str,
         snapshot: Task | None = None,

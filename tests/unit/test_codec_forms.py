@@ -1,0 +1,91 @@
+"""stores.codec's forms written without a model (a chunk; a task event around a stored task) are
+byte for byte what the serializer writes for the same event, and are read back as that event."""
+
+from __future__ import annotations
+
+import pytest
+from pydantic_core import to_json
+
+from stores.codec import (
+    ArtifactChunks,
+    dump_event,
+    dump_task,
+    load_event,
+    snapshot_event,
+    stored_entry,
+)
+from stores.models import Artifact, ArtifactUpdate, Part, Task, TaskSnapshot
+
+TEXTS = [
+    "chunk 0001 .........",
+    "",
+    'quotes " and \\ backslashes',
+    "control \x00 \x01 \x1f \n \r \t characters",
+    "unicode é 漢字 🙂 \u2028 \u2029",
+    "</script><!-- markup stays text -->",
+]
+
+
+def expected(text: str, *, append: bool, last: bool, context_id: str = "ctx-1") -> bytes:
+    artifact = Artifact(artifact_id="art-1", name="answer", parts=[Part(text=text)])
+    update = ArtifactUpdate(
+        task_id="task-1", context_id=context_id, artifact=artifact, append=append, last_chunk=last
+    )
+    return dump_event(update)
+
+
+@pytest.mark.parametrize("text", TEXTS)
+@pytest.mark.parametrize(
+    ("append", "last"), [(False, False), (True, False), (True, True), (False, True)]
+)
+def test_a_rendered_chunk_is_what_the_serializer_writes(
+    text: str, append: bool, last: bool
+) -> None:
+    chunks = ArtifactChunks(
+        task_id="task-1", context_id="ctx-1", artifact_id="art-1", name="answer"
+    )
+    rendered = chunks.render(text, append=append, last=last)
+    assert rendered == expected(text, append=append, last=last)
+    event = load_event(rendered)
+    assert isinstance(event, ArtifactUpdate)
+    assert (event.artifact.parts[0].text, event.append, event.last_chunk) == (text, append, last)
+    entry = stored_entry(7, rendered)  # read back without a parse, as stores hand it out
+    assert (entry.kind, entry.stored, entry.state) == ("artifact", rendered, None)
+
+
+def test_the_flags_of_one_chunk_do_not_leak_into_the_next() -> None:
+    chunks = ArtifactChunks(
+        task_id="task-1", context_id="ctx-1", artifact_id="art-1", name="answer"
+    )
+    first = chunks.render("a", append=False, last=False)
+    middle = chunks.render("b", append=True, last=False)
+    final = chunks.render("c", append=True, last=True)
+    assert first == expected("a", append=False, last=False)
+    assert middle == expected("b", append=True, last=False)
+    assert final == expected("c", append=True, last=True)
+
+
+def test_a_context_id_that_looks_like_the_placeholder_is_kept() -> None:
+    # A client chooses its context id: even the placeholder's own text there changes nothing.
+    context_id = ArtifactChunks._MARK  # its JSON then occurs before the text's
+    assert to_json(context_id) in expected("x", append=True, last=False, context_id=context_id)
+    chunks = ArtifactChunks(
+        task_id="task-1", context_id=context_id, artifact_id="art-1", name="answer"
+    )
+    rendered = chunks.render("hello", append=True, last=False)
+    assert rendered == expected("hello", append=True, last=False, context_id=context_id)
+    event = load_event(rendered)
+    assert isinstance(event, ArtifactUpdate) and event.context_id == context_id
+
+
+def test_a_task_event_around_a_stored_task_is_what_the_serializer_writes() -> None:
+    task = Task.model_validate(
+        {
+            "id": "t",
+            "contextId": "c",
+            "status": {"state": "TASK_STATE_SUBMITTED"},
+            "history": [{"messageId": "m", "role": "ROLE_USER", "parts": [{"text": 'a "b" é'}]}],
+        }
+    )
+    assert snapshot_event(dump_task(task)) == dump_event(TaskSnapshot(task=task))
+    assert load_event(snapshot_event(dump_task(task))) == TaskSnapshot(task=task)
