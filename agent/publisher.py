@@ -304,9 +304,7 @@ class TurnPublisher:
             await self._send_chunk(turn, turn.held_chunk, last=False)
             turn.held_chunk = None
 
-    async def _send_chunk(
-        self, turn: Turn, text: str, *, last: bool, snapshot: Task | None = None
-    ) -> None:
+    async def _send_chunk(self, turn: Turn, text: str, *, last: bool) -> None:
         if turn.chunk_form is None:
             task = turn.task
             turn.chunk_form = ArtifactChunks(
@@ -317,7 +315,7 @@ class TurnPublisher:
             )
         update = turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last)
         turn.chunks_sent += 1
-        await self._publish(turn, update, snapshot)
+        await self._publish(turn, update, None)
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task
@@ -332,7 +330,9 @@ class TurnPublisher:
             )
             task.history.append(text_message(task, event.answer))
             final_chunk, turn.held_chunk = turn.held_chunk or "", None
-            await self._send_chunk(turn, final_chunk, last=True, snapshot=task)
+            # No snapshot with it: the COMPLETED update right after records the task with the
+            # answer (a reader of the snapshot before then follows the journal from its position).
+            await self._send_chunk(turn, final_chunk, last=True)
         # else: no text at all (a tool's file was the answer): no empty answer artifact
         await self.set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
 

@@ -110,7 +110,9 @@ class TaskRunner:
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
         self._letting_go: set[asyncio.Task[None]] = set()
         self.on_launch: Callable[[str, str], None] = lambda task_id, owner: None
-        """Called with each turn launched here (task id, owner): push delivery follows it."""
+        """Called with each turn launched here (task id, owner) that push delivery follows: every
+        resumed turn, and a new task's only if it was launched `followed` (its first message
+        came with a push config: no other can exist before its first turn)."""
 
     @property
     def observer(self) -> TurnObserver:
@@ -163,12 +165,14 @@ class TaskRunner:
         *,
         trace_carrier: Carrier | None = None,
         client_tools: list[ClientTool] | None = None,
+        followed: bool = True,
     ) -> None:
         """Run a new turn for the task (created inside `starting`) in the background."""
         turn = self._turn(
             start, task, trace_carrier=trace_carrier or {}, client_tools=client_tools or []
         )
-        self._launch(start, turn, ChatMessage(role="user", content=user_message.text()))
+        begin = ChatMessage(role="user", content=user_message.text())
+        self._launch(start, turn, begin, followed=followed)
 
     def launch_resumed(
         self, start: TurnStart, task: Task, checkpoint: TurnCheckpoint, *, recovered: bool = False
@@ -270,13 +274,16 @@ class TaskRunner:
             job.cancel()
             await asyncio.wait([job])
 
-    def _launch(self, start: TurnStart, turn: Turn, begin: ChatMessage | LoopState) -> None:
+    def _launch(
+        self, start: TurnStart, turn: Turn, begin: ChatMessage | LoopState, *, followed: bool = True
+    ) -> None:
         """Start the turn's job; from now on the job owns the slot and the lease."""
         key = (turn.owner, turn.task.id)
         job = asyncio.create_task(self._run(turn, begin), name=f"turn-{turn.task.id}")
         self._running[key] = (job, turn)
         start.launched = True
-        self.on_launch(turn.task.id, turn.owner)
+        if followed:
+            self.on_launch(turn.task.id, turn.owner)
 
         def done(_: asyncio.Task[None]) -> None:
             # A suspended job can end after its successor (the resumed turn) took the key.

@@ -324,6 +324,8 @@ class RequestHandler:
                     message,
                     trace_carrier=request.trace_carrier,
                     client_tools=client_tools,
+                    # Push delivery looks for configs (a store read) only if there can be one.
+                    followed=request.push_config is not None and self._pushes is not None,
                 )
             except BaseException:
                 with contextlib.suppress(StoreUnavailable):

@@ -146,7 +146,7 @@ class InMemoryTaskStore(TaskStore):
             self._make_room()
         stored = _StoredTask.first(task, journal_max=self._journal_max)
         self._tasks[(owner, task.id)] = stored
-        return TaskRecord(task=stored.task(task.id), owner=owner, position=1)
+        return TaskRecord(task=task, owner=owner, position=1)
 
     def _make_room(self) -> None:
         """Drop the tasks that ended longest ago (with their journals): a hundredth of the

@@ -3,56 +3,76 @@
 A streamed chunk is one EVALSHA, and with many turns streaming at once most of Redis' and
 redis-py's cost is per round trip (a pool checkout, a write, a read wake-up), not per command.
 The batcher keeps one pipeline in flight; whatever is issued meanwhile waits for it and then goes
-out as the next pipeline, so N concurrent turns publish their chunks in about one round trip.
-A lone caller waits for nothing: with nothing in flight its command goes out at once, as a plain
-command (a pipeline of one costs more in redis-py than the command alone).
+out as the next pipeline, so N concurrent turns publish their chunks, save their checkpoints and
+record their states in about one round trip. A lone caller waits for nothing: with nothing in
+flight its command goes out at once, as a plain command (a pipeline of one costs more in redis-py
+than the command alone) or as its own pipeline.
 
-Each caller gets its own command's reply or error. A script Redis does not know (NOSCRIPT, after
-a restart or a SCRIPT FLUSH) is loaded and its commands sent again: they did not run. A failure of
-the whole round trip (the connection) is every caller's error; the client's retry policy has
-already re-sent it once, which the publish script makes harmless (an event id seen last is not
-appended again).
+A caller issues a script (`run_script`) or a group of commands (`run_pipeline`, built on a
+pipeline as for `stores.redis_support.run_pipeline`), and gets its own replies or error: the
+first error among its group's replies, as `run_pipeline` raises it. A script Redis does not know
+(NOSCRIPT, after a restart or a SCRIPT FLUSH) is loaded and its group sent again: every group
+is idempotent apart from its scripts, which did not run. A failure of the whole round trip (the
+connection) is every caller's error; the client's retry policy has already re-sent it once,
+which the publish script makes harmless (an event id seen last is not appended again).
 
-Only for a client to a single Redis: a cluster pipeline splits commands by node and so brings no
-such saving; the cluster stores send their commands one by one.
+Batching is for a client to a single Redis: a cluster pipeline splits commands by node and so
+brings no such saving; with a cluster client every call goes out by itself.
 """
 
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import NoScriptError
 
-from stores.redis_support import LuaScript
+from stores.redis_support import AnyPipeline, LuaScript, RedisClient, run_pipeline
 
-MAX_BATCH = 512  # commands per pipeline: bounds a reply Redis has to buffer
+MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
 
-# A command waiting to go out: its script (to load on NOSCRIPT), EVALSHA's arguments, its reply.
-_Call = tuple[LuaScript, Sequence[Any], "asyncio.Future[Any]"]
+Build = Callable[[AnyPipeline], None]
+# A caller waiting to go out: what it queues, its scripts (loaded on NOSCRIPT), its replies.
+_Call = tuple[Build, Sequence[LuaScript], "asyncio.Future[list[Any]]"]
 
 
 class CommandBatcher:
-    def __init__(self, client: Redis) -> None:
+    def __init__(self, client: RedisClient) -> None:
         self._client = client
+        self._batches = isinstance(client, Redis)
         self._busy = False  # a round trip is in flight: new commands queue for the next one
         self._pending: list[_Call] = []
         self._sender: asyncio.Task[None] | None = None
 
     async def run_script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        if not self._busy:  # nothing in flight: this one goes out now, as a plain command
-            self._busy = True
-            try:
-                return await script(self._client, keys, args)
-            finally:
-                self._busy = False
-                self._send_pending()
-        reply: asyncio.Future[Any] = asyncio.get_running_loop().create_future()
-        self._pending.append((script, [script.sha, len(keys), *keys, *args], reply))
-        return await reply
+        if self._batches and self._busy:
+            return (await self._queued(lambda pipe: script.queue(pipe, keys, args), [script]))[0]
+        return await self._alone(script(self._client, keys, args))
+
+    async def run_pipeline(self, build: Build, *, scripts: Sequence[LuaScript] = ()) -> list[Any]:
+        if self._batches and self._busy:
+            return await self._queued(build, scripts)
+        replies: list[Any] = await self._alone(run_pipeline(self._client, build, scripts=scripts))
+        return replies
+
+    async def _alone(self, call: Any) -> Any:
+        """Nothing in flight: this one goes out now; what comes meanwhile waits for it."""
+        if not self._batches:
+            return await call
+        self._busy = True
+        try:
+            return await call
+        finally:
+            self._busy = False
+            self._send_pending()
+
+    def _queued(self, build: Build, scripts: Sequence[LuaScript]) -> asyncio.Future[list[Any]]:
+        replies: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        self._pending.append((build, scripts, replies))
+        return replies
 
     def _send_pending(self) -> None:
         if self._pending and not self._busy:
@@ -66,43 +86,49 @@ class CommandBatcher:
                 try:
                     await self._send(batch)
                 except Exception as exc:  # the round trip failed: every caller's error
-                    for _, _, reply in batch:
-                        if not reply.done():
-                            reply.set_exception(exc)
+                    for _, _, replies in batch:
+                        if not replies.done():
+                            replies.set_exception(exc)
                 except asyncio.CancelledError:
                     self._pending = batch + self._pending
                     raise
         finally:
             self._busy = False
             self._sender = None
-            for _, _, reply in self._pending:  # cancelled (shutdown): nothing more is sent
-                if not reply.done():
-                    reply.set_exception(RedisConnectionError("the Redis client is closing"))
+            for _, _, replies in self._pending:  # cancelled (shutdown): nothing more is sent
+                if not replies.done():
+                    replies.set_exception(RedisConnectionError("the Redis client is closing"))
             self._pending = []
 
     async def _send(self, batch: list[_Call]) -> None:
+        assert isinstance(self._client, Redis)  # batches only on one Redis
         for attempt in range(2):
             pipe = self._client.pipeline(transaction=False)
-            for _, command, _ in batch:
-                pipe.execute_command("EVALSHA", *command)
+            spans = []
+            for build, _, _ in batch:
+                start = len(pipe.command_stack)
+                build(pipe)
+                spans.append((start, len(pipe.command_stack)))
             replies = await pipe.execute(raise_on_error=False)
-            unknown = {n for n, reply in enumerate(replies) if isinstance(reply, NoScriptError)}
-            if unknown and attempt == 0:
-                for script in {batch[n][0] for n in unknown}:
-                    await self._client.script_load(script.source)
-                ran = [n for n in range(len(batch)) if n not in unknown]
-                self._settle([batch[n] for n in ran], [replies[n] for n in ran])
-                batch = [batch[n] for n in sorted(unknown)]
-                continue
-            self._settle(batch, replies)
-            return
+            unknown: list[_Call] = []
+            for call, (start, end) in zip(batch, spans, strict=True):
+                group = replies[start:end]
+                if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in group):
+                    unknown.append(call)
+                else:
+                    _settle(call[2], group)
+            if not unknown:
+                return
+            for script in {script for _, scripts, _ in unknown for script in scripts}:
+                await self._client.script_load(script.source)
+            batch = unknown
 
-    @staticmethod
-    def _settle(batch: list[_Call], replies: list[Any]) -> None:
-        for (_, _, reply), value in zip(batch, replies, strict=True):
-            if reply.done():  # its caller left: the command ran all the same
-                continue
-            if isinstance(value, Exception):
-                reply.set_exception(value)
-            else:
-                reply.set_result(value)
+
+def _settle(replies: asyncio.Future[list[Any]], group: list[Any]) -> None:
+    if replies.done():  # its caller left: the commands ran all the same
+        return
+    error = next((reply for reply in group if isinstance(reply, Exception)), None)
+    if error is not None:
+        replies.set_exception(error)
+    else:
+        replies.set_result(group)

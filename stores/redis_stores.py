@@ -21,6 +21,7 @@ from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUn
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
 from stores.rate_limit import RateLimit, RateLimiter
+from stores.redis_batch import CommandBatcher
 from stores.redis_cluster import ClusterAddress, cluster_client, is_cluster_url
 from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
@@ -94,9 +95,15 @@ class RedisMessageStore(MessageStore):
     it as a SET, its claim as a string; all in the context's slot."""
 
     def __init__(
-        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = DEFAULT_TTL_S,
+        batcher: CommandBatcher | None = None,
     ) -> None:
         self._redis = client
+        self._batcher = batcher or CommandBatcher(client)  # a turn's scripts share round trips
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
 
@@ -114,7 +121,7 @@ class RedisMessageStore(MessageStore):
         keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
         args = [unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
         with redis_available():
-            return bool(await _APPEND(self._redis, keys, args))
+            return bool(await self._batcher.run_script(_APPEND, keys, args))
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():
@@ -130,8 +137,8 @@ class RedisMessageStore(MessageStore):
     ) -> bool:
         with redis_available():
             return bool(
-                await _REPLACE_CLAIM(
-                    self._redis,
+                await self._batcher.run_script(
+                    _REPLACE_CLAIM,
                     [self._keys.claim(owner, context_id)],
                     [stale_holder, task_id, self._ttl_ms],
                 )
@@ -139,16 +146,24 @@ class RedisMessageStore(MessageStore):
 
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         with redis_available():
-            await _RELEASE_CLAIM(self._redis, [self._keys.claim(owner, context_id)], [task_id])
+            await self._batcher.run_script(
+                _RELEASE_CLAIM, [self._keys.claim(owner, context_id)], [task_id]
+            )
 
 
 class RedisCheckpointStore(CheckpointStore):
     """One string per task, expiring `ttl_s` after it was last saved."""
 
     def __init__(
-        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = DEFAULT_TTL_S
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = DEFAULT_TTL_S,
+        batcher: CommandBatcher | None = None,
     ) -> None:
         self._redis = client
+        self._batcher = batcher or CommandBatcher(client)  # a turn's scripts share round trips
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
 
@@ -160,7 +175,7 @@ class RedisCheckpointStore(CheckpointStore):
         if fence is not None:
             args += [fence.holder, fence.epoch]
         with redis_available():
-            saved = await _SAVE_CHECKPOINT(self._redis, keys, args)
+            saved = await self._batcher.run_script(_SAVE_CHECKPOINT, keys, args)
         if not saved:
             assert fence is not None
             raise LeaseLost(task_id, fence)
@@ -342,12 +357,18 @@ def create_redis_stores(
     lease_client = client_of(
         sizes.leases, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
     )
+    batcher = CommandBatcher(client)  # one pipeline in flight for the stores' writes
     return RedisStores(
         tasks=RedisTaskStore(
-            client, prefix=prefix, ttl_s=ttl_s, journal_max=journal_max, read_client=read_client
+            client,
+            prefix=prefix,
+            ttl_s=ttl_s,
+            journal_max=journal_max,
+            read_client=read_client,
+            batcher=batcher,
         ),
-        messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s),
-        checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s),
+        messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
+        checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
         leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s),
         pushes=RedisPushConfigStore(client, prefix=prefix, ttl_s=ttl_s),
         client=client,

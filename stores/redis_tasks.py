@@ -143,6 +143,7 @@ class RedisTaskStore(TaskStore):
         ttl_s: int = 7 * 24 * 3600,
         journal_max: int = 10_000,
         read_client: RedisClient | None = None,
+        batcher: CommandBatcher | None = None,
     ) -> None:
         self._redis = client
         self._read_redis = read_client or client
@@ -150,8 +151,8 @@ class RedisTaskStore(TaskStore):
         self._ttl_ms = int(ttl_s * 1000)
         self._index_ttl_ms = 2 * self._ttl_ms
         self._journal_max = journal_max
-        # Batched only on one Redis (see CommandBatcher).
-        self._batcher = CommandBatcher(client) if isinstance(client, Redis) else None
+        # The writes of concurrent turns share round trips (shared with the other stores).
+        self._batcher = batcher or CommandBatcher(client)
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
         # per journal and position, shared by its readers (SharedReads).
         self._mux = (
@@ -179,8 +180,8 @@ class RedisTaskStore(TaskStore):
             self._queue_index(pipe, task, owner, add=True)
 
         with redis_available():
-            await run_pipeline(self._redis, build, scripts=[_CREATE])
-        return TaskRecord(task=load_task(stored), owner=owner, position=1)  # the caller's own
+            await self._batcher.run_pipeline(build, scripts=[_CREATE])
+        return TaskRecord(task=task, owner=owner, position=1)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
@@ -283,10 +284,7 @@ class RedisTaskStore(TaskStore):
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
-                if self._batcher is not None:
-                    position = int(await self._batcher.run_script(_PUBLISH, keys, args))
-                else:
-                    position = int(await _PUBLISH(self._redis, keys, args))
+                position = int(await self._batcher.run_script(_PUBLISH, keys, args))
             else:
                 args += [
                     dump_task(snapshot),
@@ -298,7 +296,7 @@ class RedisTaskStore(TaskStore):
                     _PUBLISH.queue(pipe, keys, args)
                     self._queue_index(pipe, snapshot, owner, add=False)
 
-                position = int((await run_pipeline(self._redis, build, scripts=[_PUBLISH]))[0])
+                position = int((await self._batcher.run_pipeline(build, scripts=[_PUBLISH]))[0])
         if position == 0:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
         if position == -2:

@@ -19,6 +19,7 @@ from stores.base import TaskGone, TaskQuery
 from stores.models import (
     Artifact,
     ArtifactUpdate,
+    ChatMessage,
     Message,
     Part,
     Role,
@@ -29,7 +30,9 @@ from stores.models import (
     TaskState,
     TaskStatus,
 )
+from stores.redis_batch import CommandBatcher
 from stores.redis_keys import RedisKeys
+from stores.redis_stores import RedisCheckpointStore, RedisMessageStore
 from stores.redis_tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
@@ -350,6 +353,61 @@ async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
                 for entry in await store.read(task.id, owner=OWNER, after=1, timeout_s=0)
             ]
             assert texts == [f"{n}.{i}" for i in range(5)]
+
+
+async def test_concurrent_turns_writes_of_every_store_share_round_trips(
+    prefix: str, counted: tuple[RedisTaskStore, Redis], read_client: Redis
+) -> None:
+    """What concurrent turns write besides chunks (state changes with their snapshot, checkpoints,
+    conversation appends, context claims) goes through one batcher shared by the stores: each
+    caller gets its own outcome, a group that fails fails alone, a flushed script is reloaded."""
+    _, client = counted
+    batcher = CommandBatcher(client)
+    tasks = RedisTaskStore(
+        client, prefix=prefix, ttl_s=TTL_S, read_client=read_client, batcher=batcher
+    )
+    messages = RedisMessageStore(client, prefix=prefix, ttl_s=TTL_S, batcher=batcher)
+    checkpoints = RedisCheckpointStore(client, prefix=prefix, ttl_s=TTL_S, batcher=batcher)
+    turns = [make_task(f"task:{n}{{t{n}}}", context_id=f"ctx:{n}{{t{n}}}") for n in range(10)]
+    for task in turns:
+        await tasks.create(task, owner=OWNER)
+    broken = turns[3]  # its journal cannot be appended to: its state change fails, alone
+    keys = RedisKeys(prefix)
+    await client.delete(keys.journal(OWNER, broken.id))
+    await client.set(keys.journal(OWNER, broken.id), "not a stream")
+    await client.script_flush()
+    writes = _CountingConnection.writes
+    writes.clear()
+
+    async def write(task: Task) -> None:
+        working = make_task(task.id, context_id=task.context_id, state=TaskState.WORKING)
+        update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
+        await asyncio.gather(
+            tasks.publish(task.id, update, owner=OWNER, snapshot=working),
+            checkpoints.save(task.id, f"checkpoint of {task.id}", owner=OWNER),
+            messages.append(
+                task.context_id,
+                [ChatMessage(role="user", content=f"hello from {task.id}")],
+                owner=OWNER,
+                unit_id="u1",
+            ),
+            messages.release(task.context_id, "nobody", owner=OWNER),
+        )
+
+    outcomes = await asyncio.gather(*(write(task) for task in turns), return_exceptions=True)
+    assert "WRONGTYPE" in str(outcomes[3])
+    assert [outcome for n, outcome in enumerate(outcomes) if n != 3] == [None] * 9
+    scripts = [write for write in writes if "EVALSHA" in write]
+    assert len(scripts) <= 6, writes  # not 40 round trips
+    assert sum(write.count("EVALSHA") for write in scripts) >= 40  # each once, some twice
+    for n, task in enumerate(turns):
+        record = await tasks.get(task.id, owner=OWNER)
+        assert record is not None
+        expected = TaskState.SUBMITTED if n == 3 else TaskState.WORKING
+        assert (record.task.status.state, record.position) == (expected, 1 if n == 3 else 2)
+        assert await checkpoints.load(task.id, owner=OWNER) == f"checkpoint of {task.id}"
+        window = await messages.window(task.context_id, owner=OWNER, limit=10)
+        assert [message.content for message in window] == [f"hello from {task.id}"]
 
 
 async def test_scripts_are_reloaded_after_a_script_flush(

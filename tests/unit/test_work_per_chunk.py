@@ -113,3 +113,46 @@ async def test_a_streamed_chunk_costs_one_publish_and_one_serialization(
         if count and name not in ("publishes", "event.render")
     }
     assert not other, f"more work per chunk than one publish and one serialization: {other}"
+
+
+async def test_what_one_read_brings_goes_out_in_one_write() -> None:
+    """A reader behind the journal (a reconnect after Last-Event-ID, a slow client) gets the
+    events one read brings in one write to the connection, not one write per event."""
+    app = create_app(Settings(), llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
+    writes: list[bytes] = []
+
+    async def counting(scope: Any, receive: Any, send: Any) -> None:
+        async def counted_send(message: Any) -> None:
+            if message["type"] == "http.response.body" and message.get("body"):
+                writes.append(message["body"])
+            await send(message)
+
+        await app(scope, receive, counted_send)
+
+    def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    transport = httpx.ASGITransport(app=counting)
+    headers = {"A2A-Version": "1.0"}
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
+    ):
+        sent = await client.post(
+            "/", json=rpc("SendMessage", {"message": message}), headers=headers
+        )
+        task = sent.json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        writes.clear()
+        replay = await client.post(
+            "/",
+            json=rpc("SubscribeToTask", {"id": task["id"]}),
+            headers={**headers, "Last-Event-ID": "0"},
+        )
+    events = [line for line in replay.text.splitlines() if line.startswith("data:")]
+    assert len(events) == SHORT + 3  # the task, working, the chunks, completed
+    assert json.loads(events[-1][5:])["result"]["statusUpdate"]["status"]["state"] == (
+        "TASK_STATE_COMPLETED"
+    )
+    assert len(writes) == 1, [write[:60] for write in writes]
