@@ -496,8 +496,8 @@ class RequestHandler:
         Entries come in the lists the store reads them in (up to the stream's last): a stream
         writes what one read brought in one write, not one per event.
 
-        With `until_drain` it also ends, after the entry it is at, when this server starts
-        draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
+        With `until_drain` it also ends, after the entries it has passed on, when this server
+        starts draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
         task was going on at `after`), the first read does not wait: a reader already at the end
         of a task that has ended must not hang.
         """

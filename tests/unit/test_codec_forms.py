@@ -14,7 +14,16 @@ from stores.codec import (
     snapshot_event,
     stored_entry,
 )
-from stores.models import Artifact, ArtifactUpdate, Part, Task, TaskSnapshot
+from stores.models import (
+    Artifact,
+    ArtifactUpdate,
+    Part,
+    StatusUpdate,
+    Task,
+    TaskSnapshot,
+    TaskState,
+    TaskStatus,
+)
 
 TEXTS = [
     "chunk 0001 .........",
@@ -89,3 +98,30 @@ def test_a_task_event_around_a_stored_task_is_what_the_serializer_writes() -> No
     )
     assert snapshot_event(dump_task(task)) == dump_event(TaskSnapshot(task=task))
     assert load_event(snapshot_event(dump_task(task))) == TaskSnapshot(task=task)
+
+
+@pytest.mark.parametrize(
+    "awkward_id", ["plain-id", 'a "quoted" id', "back\\slash\\", 'both \\" kinds', "é 漢字"]
+)
+def test_a_stored_event_is_read_without_a_parse_whatever_its_ids(
+    awkward_id: str, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    status = TaskStatus(state=TaskState.INPUT_REQUIRED)
+    task = Task(id=awkward_id, context_id=awkward_id, status=status)
+    chunks = ArtifactChunks(
+        task_id=awkward_id, context_id=awkward_id, artifact_id=awkward_id, name="answer"
+    )
+    events = [
+        (dump_event(StatusUpdate(task_id=awkward_id, context_id=awkward_id, status=status)),
+         "status", TaskState.INPUT_REQUIRED),
+        (dump_event(TaskSnapshot(task=task)), "task", TaskState.INPUT_REQUIRED),
+        (chunks.render("text", append=True, last=False), "artifact", None),
+    ]  # fmt: skip
+
+    def no_parse(raw: bytes) -> None:
+        raise AssertionError(f"parsed: {raw!r}")
+
+    monkeypatch.setattr("stores.codec.load_event", no_parse)
+    for stored, kind, state in events:
+        entry = stored_entry(3, stored)
+        assert (entry.kind, entry.state, entry.stored) == (kind, state, stored)
