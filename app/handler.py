@@ -497,9 +497,9 @@ class RequestHandler:
         writes what one read brought in one write, not one per event.
 
         With `until_drain` it also ends, after the entries it has passed on, when this server
-        starts draining: a blocked read is given up at once. Unless `wait_first` (the caller knows the
-        task was going on at `after`), the first read does not wait: a reader already at the end
-        of a task that has ended must not hang.
+        starts draining: a blocked read is given up at once. Unless `wait_first` (the caller knows
+        the task was going on at `after`), the first read does not wait: a reader already at the
+        end of a task that has ended must not hang.
         """
         if first is not None:  # yielded here, not by a generator around this one: one frame
             yield [first]  # fewer held by every idle stream

@@ -8,8 +8,9 @@ record their states in about one round trip. A lone caller waits for nothing: wi
 flight its command goes out at once, as a plain command (a pipeline of one costs more in redis-py
 than the command alone) or as its own pipeline.
 
-A caller issues a script (`run_script`) or a group of commands (`run_pipeline`, built on a
-pipeline as for `stores.redis_support.run_pipeline`), and gets its own replies or error: the
+A caller issues a script (`run_script`), a command (`run_command`) or a group of commands
+(`run_pipeline`, built on a pipeline as for `stores.redis_support.run_pipeline`), and gets its
+own replies or error: the
 first error among its group's replies, as `run_pipeline` raises it. A script Redis does not know
 (NOSCRIPT, after a restart or a SCRIPT FLUSH) is loaded and its group sent again: every group
 is idempotent apart from its scripts, which did not run. A failure of the whole round trip (the
@@ -51,6 +52,13 @@ class CommandBatcher:
         if self._batches and self._busy:
             return (await self._queued(lambda pipe: script.queue(pipe, keys, args), [script]))[0]
         return await self._alone(script(self._client, keys, args))
+
+    async def run_command(self, command: Callable[[Any], Any]) -> Any:
+        """One command, written as a call on the client or a pipeline (redis-py gives both the
+        same methods): `run_command(lambda redis: redis.get(key))`."""
+        if self._batches and self._busy:
+            return (await self._queued(command, ()))[0]
+        return await self._alone(command(self._client))
 
     async def run_pipeline(self, build: Build, *, scripts: Sequence[LuaScript] = ()) -> list[Any]:
         if self._batches and self._busy:

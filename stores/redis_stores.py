@@ -111,7 +111,8 @@ class RedisMessageStore(MessageStore):
         if limit <= 0:
             return []
         with redis_available():
-            raw = await self._redis.lrange(self._keys.conversation(owner, context_id), -limit, -1)
+            key = self._keys.conversation(owner, context_id)
+            raw = await self._batcher.run_command(lambda redis: redis.lrange(key, -limit, -1))
         return [load_message(item) for item in raw]
 
     async def append(
@@ -125,8 +126,9 @@ class RedisMessageStore(MessageStore):
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():
-            holder = await self._redis.set(
-                self._keys.claim(owner, context_id), task_id, nx=True, get=True, px=self._ttl_ms
+            key, ttl_ms = self._keys.claim(owner, context_id), self._ttl_ms
+            holder = await self._batcher.run_command(
+                lambda redis: redis.set(key, task_id, nx=True, get=True, px=ttl_ms)
             )
         if holder is None or text(holder) == task_id:
             return None
@@ -182,12 +184,14 @@ class RedisCheckpointStore(CheckpointStore):
 
     async def load(self, task_id: str, *, owner: str) -> str | None:
         with redis_available():
-            raw = await self._redis.get(self._keys.checkpoint(owner, task_id))
+            key = self._keys.checkpoint(owner, task_id)
+            raw = await self._batcher.run_command(lambda redis: redis.get(key))
         return None if raw is None else text(raw)
 
     async def delete(self, task_id: str, *, owner: str) -> None:
         with redis_available():
-            await self._redis.delete(self._keys.checkpoint(owner, task_id))
+            key = self._keys.checkpoint(owner, task_id)
+            await self._batcher.run_command(lambda redis: redis.delete(key))
 
 
 COMMANDS_MAX = 512

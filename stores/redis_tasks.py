@@ -185,8 +185,9 @@ class RedisTaskStore(TaskStore):
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
-            raw, position = await self._redis.hmget(
-                self._keys.task(owner, task_id), ["task", "pos"]
+            key = self._keys.task(owner, task_id)
+            raw, position = await self._batcher.run_command(
+                lambda redis: redis.hmget(key, ["task", "pos"])
             )
         if raw is None or position is None:
             return None

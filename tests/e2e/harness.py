@@ -192,13 +192,15 @@ class ServerProcess:
         except OSError:
             return ""
 
-    def logs(self, limit: int = 6000) -> str:
+    def logs(self, limit: int | None = 6000) -> str:
+        """The server's output, the last `limit` characters of each stream (None: all of it; a
+        startup line is far back on a slow machine, behind the readiness polls' access lines)."""
         out = []
         for p in (self.stderr_path, self.stdout_path):
             with contextlib.suppress(OSError):
                 data = p.read_text(errors="replace")
                 if data:
-                    out.append(f"[{p.name}]\n{data[-limit:]}")
+                    out.append(f"[{p.name}]\n{data[-limit:] if limit else data}")
         return "\n".join(out) or "<no output>"
 
     def stop(self) -> None:

@@ -129,7 +129,7 @@ def test_a_config_that_does_not_parse_is_one_broken_source(fake_llm):
         ready = httpx.get(server.url + "/readyz", timeout=10).json()
         assert ready["status"] == "ready"
         assert "does not parse" in ready["toolSourcesDown"]["mcp"]
-        assert "AGENT_MCP_SERVERS is not usable" in server.logs()
+        assert "AGENT_MCP_SERVERS is not usable" in server.logs(limit=None)
     finally:
         server.cleanup()
 

@@ -45,4 +45,4 @@ def test_a_streamed_send_gets_the_scripted_chunks_then_completed(
     assert "".join(chunks) == "".join(scripted_chunk(i) for i in range(CHUNKS)), kinds
     assert all(len(chunk) in (0, 20) for chunk in chunks), chunks
     assert results[-1]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED", kinds
-    assert "scripted" in scripted_server.logs()
+    assert "scripted" in scripted_server.logs(limit=None)
