@@ -89,15 +89,11 @@ class JournalStream(Response):
             failed = False
             while not failed:
                 batch: list[JournalEntry] | None = None
-                frames = []
+                frames: list[bytes] = []
                 try:
                     batch = await anext(entries)
                     # None: nothing new for a while, a comment keeps the connection alive
-                    if batch is None:
-                        frames.append(_PING)
-                    else:  # what one read brought goes out in one write
-                        for entry in batch:
-                            frames.append(self._frame(entry))
+                    self._render_into(frames, batch)  # one read's entries go out in one write
                 except StopAsyncIteration:
                     break
                 except Exception as exc:  # reading or rendering: the stream's last event
@@ -105,8 +101,8 @@ class JournalStream(Response):
                     failed = True
                 body = b"".join(frames)
                 await send({"type": "http.response.body", "body": body, "more_body": True})
-                for entry in batch[: len(frames) - failed] if batch else ():
-                    metrics.stream_sent(entry, opened_at=opened_at)
+                if batch:
+                    self._count_sent(batch[: len(frames) - failed], opened_at)
                 del batch, frames, body  # an idle stream holds nothing it has sent
             self._finished = True
             await send({"type": "http.response.body", "body": b"", "more_body": False})
@@ -123,6 +119,20 @@ class JournalStream(Response):
             aclose = getattr(entries, "aclose", None)
             if aclose is not None:
                 await aclose()
+
+    def _render_into(self, frames: list[bytes], batch: list[JournalEntry] | None) -> None:
+        """Each entry's frame (or the keep-alive), appended as it is rendered: a failure keeps
+        the frames before it. A method of its own, so that no entry stays bound in the stream's
+        frame while it waits for the next read."""
+        if batch is None:
+            frames.append(_PING)
+            return
+        for entry in batch:
+            frames.append(self._frame(entry))
+
+    def _count_sent(self, sent: list[JournalEntry], opened_at: float) -> None:
+        for entry in sent:
+            self._metrics.stream_sent(entry, opened_at=opened_at)
 
     def _frame(self, entry: JournalEntry) -> bytes:
         return frame(self._render(entry), event_id=str(entry.position))

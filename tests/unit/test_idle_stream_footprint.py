@@ -25,6 +25,7 @@ from agent.scripted_model import ScriptedModel
 from app.cli import server_config
 from app.main import create_app
 from app.settings import Settings
+from stores.models import JournalEntry, Task
 from tests.e2e_redis.support import REDIS_URL, connect, delete_prefix
 from tests.loop_timers import live_timers
 
@@ -101,7 +102,11 @@ async def working_task(port: int) -> tuple[str, asyncio.StreamWriter]:
 def awaited_frames(task: asyncio.Task[Any]) -> list[str]:
     """The modules of the coroutines and async generators the task waits through, outermost
     first."""
-    modules: list[str] = []
+    return [frame.f_globals.get("__name__", "?") for frame in awaited_frame_objects(task)]
+
+
+def awaited_frame_objects(task: asyncio.Task[Any]) -> list[Any]:
+    frames: list[Any] = []
     step: Any = task.get_coro()
     while step is not None:
         if type(step).__name__ == "async_generator_asend":  # a step of this generator:
@@ -111,9 +116,9 @@ def awaited_frames(task: asyncio.Task[Any]) -> list[str]:
         frame = getattr(step, "cr_frame", None) or getattr(step, "ag_frame", None)
         if frame is None:  # a future: the wait itself
             break
-        modules.append(frame.f_globals.get("__name__", "?"))
+        frames.append(frame)
         step = getattr(step, "cr_await", None) or getattr(step, "ag_await", None)
-    return modules
+    return frames
 
 
 # On Redis the first subscriber reads for itself and the others share the multiplexed read: a
@@ -161,4 +166,12 @@ async def test_an_idle_stream_waits_through_no_framework_layer(server: int) -> N
     assert framework == [], modules
     # It does wait where it should: in the SSE response, reading the journal.
     assert "app.sse" in modules and modules[-1] == "stores.memory", modules
+    # And holds nothing it has passed on: not the snapshot it sent first, nor a batch of entries.
+    held = [
+        (frame.f_code.co_name, name, type(value).__name__)
+        for frame in awaited_frame_objects(request_task)
+        for name, value in frame.f_locals.items()
+        if isinstance(value, (JournalEntry, Task, list)) and value
+    ]
+    assert held == [], held
     writer.close()
