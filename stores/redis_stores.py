@@ -102,8 +102,7 @@ class RedisMessageStore(MessageStore):
         ttl_s: int = DEFAULT_TTL_S,
         batcher: CommandBatcher | None = None,
     ) -> None:
-        self._redis = client
-        self._batcher = batcher or CommandBatcher(client)  # a turn's scripts share round trips
+        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
 
@@ -164,8 +163,7 @@ class RedisCheckpointStore(CheckpointStore):
         ttl_s: int = DEFAULT_TTL_S,
         batcher: CommandBatcher | None = None,
     ) -> None:
-        self._redis = client
-        self._batcher = batcher or CommandBatcher(client)  # a turn's scripts share round trips
+        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
 
