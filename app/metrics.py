@@ -24,7 +24,9 @@ from prometheus_client import (
     CollectorRegistry,
     Counter,
     Gauge,
+    GCCollector,
     Histogram,
+    ProcessCollector,
     generate_latest,
 )
 from starlette.requests import Request
@@ -78,6 +80,10 @@ class Metrics(TurnObserver):
 
     def __init__(self, *, tools: Iterable[str] = (), meter: Any = None) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
+        # The process's own (memory, CPU, file descriptors) and its garbage collector's passes
+        # and objects by generation: what an operator reads first when latency or memory drifts.
+        ProcessCollector(registry=self.registry)
+        GCCollector(registry=self.registry)
         self._meter = meter
         self._tools = frozenset(tools)
         self.requests = self._family(
