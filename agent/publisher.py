@@ -15,6 +15,7 @@ decides when turns run; this module only turns what they do into stored facts.
 
 from __future__ import annotations
 
+import asyncio
 import itertools
 import json
 import logging
@@ -64,6 +65,8 @@ from stores.models import (
 logger = logging.getLogger(__name__)
 
 ANSWER_ARTIFACT_NAME = "answer"
+# Chunks a turn may run ahead of the store by before it waits for the write under way.
+MAX_UNWRITTEN_CHUNKS = 256
 
 
 class TurnCheckpoint(BaseModel):
@@ -88,6 +91,9 @@ class Turn:
     chunks_sent: int = 0
     held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
     chunk_form: ArtifactChunks | None = None  # the answer's chunks' stored form, once streaming
+    # Chunks sent and not yet written, and the task writing them (see `_send_chunk`).
+    unwritten: list[bytes] = field(default_factory=list)
+    chunk_writer: asyncio.Task[None] | None = None
     settled: TaskRecord | None = None  # the snapshot that ended or paused the turn, once stored
     cancel_requested: bool = False
     suspended: bool = False
@@ -280,6 +286,7 @@ class TurnPublisher:
             trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
         )
         saved = checkpoint.model_dump_json()
+        await self.written(turn)
         await persistently(
             lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner, fence=turn.fence),
             what="checkpoint save",
@@ -287,8 +294,9 @@ class TurnPublisher:
         )
 
     async def _publish(
-        self, turn: Turn, event: StatusUpdate | ArtifactUpdate | bytes, snapshot: Task | None
+        self, turn: Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
     ) -> int:
+        await self.written(turn)  # the journal keeps the order the turn made its events in
         task_id, owner, fence = turn.task.id, turn.owner, turn.fence
         event_id = next(_EVENT_IDS)  # the same for every retry: the store journals it once
         return await persistently(
@@ -298,6 +306,53 @@ class TurnPublisher:
             what="event publish",
             on_unavailable=self.observer.on_store_unavailable,
         )
+
+    async def written(self, turn: Turn) -> None:
+        """Wait until every chunk sent is in the journal; raises what writing them raised."""
+        writer = turn.chunk_writer
+        if writer is None:
+            return
+        # Waited on, not awaited: a turn cancelled while it waits must not cancel the write (the
+        # canceled state it records next goes after these chunks).
+        await asyncio.wait([writer])
+        if turn.chunk_writer is writer:
+            turn.chunk_writer = None
+        writer.result()
+
+    async def stop_writing(self, turn: Turn) -> None:
+        """A turn stopped without ending (shutdown, a lost lease): chunks not yet written are
+        left, as a crash would leave them (the next holder resumes from the checkpoint)."""
+        writer, turn.chunk_writer = turn.chunk_writer, None
+        turn.unwritten = []
+        if writer is None:
+            return
+        if not writer.done():
+            writer.cancel()
+            await asyncio.wait([writer])
+        if not writer.cancelled():
+            writer.exception()  # seen: a lost lease, say, is the turn's end already
+
+    async def _publish_chunks(self, turn: Turn, batch: list[bytes]) -> None:
+        task_id, owner, fence = turn.task.id, turn.owner, turn.fence
+        event_id = next(_EVENT_IDS)  # the batch's, the same for every retry
+        await persistently(
+            lambda: self._tasks.publish_chunks(
+                task_id, batch, owner=owner, event_id=event_id, fence=fence
+            ),
+            what="event publish",
+            on_unavailable=self.observer.on_store_unavailable,
+        )
+
+    async def _write_chunks(self, turn: Turn) -> None:
+        """Write the chunks sent, in order, each batch in one store call, until none is left."""
+        try:
+            while turn.unwritten:
+                batch, turn.unwritten = turn.unwritten, []
+                await self._publish_chunks(turn, batch)
+        except BaseException:
+            turn.unwritten = []  # the turn stops: `written` raises this to it
+            raise
+        turn.chunk_writer = None
 
     async def _flush(self, turn: Turn) -> None:
         if turn.held_chunk is not None:
@@ -313,9 +368,17 @@ class TurnPublisher:
                 artifact_id=turn.artifact_id,
                 name=ANSWER_ARTIFACT_NAME,
             )
-        update = turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last)
+        turn.unwritten.append(turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last))
         turn.chunks_sent += 1
-        await self._publish(turn, update, None)
+        # Written behind the turn: the chunks that come while a write is out go together in the
+        # next one (a model that streams faster than the store writes costs one write per burst,
+        # not one per chunk; a slow one, one per chunk as before). Every other event, checkpoint
+        # and the turn's end wait for them (`written`), so the journal keeps the turn's order.
+        writer = turn.chunk_writer
+        if writer is None:
+            turn.chunk_writer = asyncio.create_task(self._write_chunks(turn))
+        elif writer.done() or len(turn.unwritten) >= MAX_UNWRITTEN_CHUNKS:
+            await self.written(turn)  # its error, or back-pressure from a slow store
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task

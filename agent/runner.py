@@ -388,5 +388,6 @@ class TaskRunner:
             span.set_attribute("a2a.task_state", turn.task.status.state.value)
             span.end()
             self.publisher.report(turn, time.monotonic() - began)
+            await self.publisher.stop_writing(turn)  # a turn that ended wrote all: nothing to stop
             if not turn.suspended:
                 await self.publisher.end(turn)

@@ -5,7 +5,7 @@ from __future__ import annotations
 import builtins
 import enum
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 from typing import Protocol
@@ -152,6 +152,23 @@ class TaskStore(ABC):
 
         With a `fence`, the write happens only if the task's lease still has that holder and
         epoch (checked in the same atomic step); otherwise LeaseLost, and nothing is written.
+        """
+
+    @abstractmethod
+    async def publish_chunks(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        event_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        """Append several events in their stored form (a streamed answer's chunks: no snapshot),
+        in order and in one atomic step: they take consecutive positions, or none is written.
+        Returns the last one's position. `event_id` names the whole batch (a retry appends
+        nothing and returns that position); `fence` as for `publish`. Raises TaskGone if the task
+        does not exist.
         """
 
     @abstractmethod

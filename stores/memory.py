@@ -12,7 +12,7 @@ import builtins
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import islice
@@ -211,27 +211,56 @@ class InMemoryTaskStore(TaskStore):
         event_id: str | None = None,
         fence: Fence | None = None,
     ) -> int:
+        stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
+        if stored is None:
+            return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
+        if if_state is not None and stored.state != if_state:
+            raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
+        self._append(stored, [dump_event(event)], event_id)
+        if snapshot is not None:
+            stored.keep(snapshot, stored.position)
+        return stored.position
+
+    async def publish_chunks(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        event_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
+        if stored is None:
+            return self._tasks[(owner, task_id)].last_event_position
+        self._append(stored, events, event_id)
+        return stored.position
+
+    def _writable(
+        self, task_id: str, *, owner: str, event_id: str | None, fence: Fence | None
+    ) -> _StoredTask | None:
+        """The task a write goes to; None if `event_id` was its last write (a retry)."""
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")
         if event_id and stored.last_event_id == event_id:
-            return stored.last_event_position
+            return None
         if fence is not None and self._leases is not None:
             self._leases.check(task_id, owner=owner, fence=fence)
-        if if_state is not None and stored.state != if_state:
-            raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
-        stored.position += 1
+        return stored
+
+    @staticmethod
+    def _append(stored: _StoredTask, events: Sequence[bytes], event_id: str | None) -> None:
+        for event in events:
+            stored.position += 1
+            stored.journal.append((stored.position, event))
         if event_id:
             stored.last_event_id, stored.last_event_position = event_id, stored.position
-        stored.journal.append((stored.position, dump_event(event)))
         stored.touched = time.monotonic()
-        if snapshot is not None:
-            stored.keep(snapshot, stored.position)
         readers, stored.readers = stored.readers, None
         for reader in readers or ():
             if not reader.done():
                 reader.set_result(True)
-        return stored.position
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float

@@ -33,6 +33,7 @@ import asyncio
 import builtins
 import logging
 import uuid
+from collections.abc import Sequence
 from functools import partial
 from typing import Any
 
@@ -116,6 +117,36 @@ if #ARGV > 6 then
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[2])
 redis.call('PEXPIRE', KEYS[2], ARGV[2])
+return pos
+"""
+)
+
+# Several chunks in one call (a streamed answer's chunks that came while the previous write was
+# out): KEYS task, journal, lease; ARGV ttl, journal max, event id, holder, epoch, the events.
+_PUBLISH_CHUNKS = LuaScript(
+    """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[3] ~= '' then
+  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
+  if last[1] == ARGV[3] then return tonumber(last[2]) end
+end
+if ARGV[4] ~= '' then
+  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
+  if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
+end
+local count = #ARGV - 5
+local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
+for i = 6, #ARGV do
+  pos = pos + 1
+  if ARGV[4] ~= '' then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i])
+  end
+end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return pos
 """
 )
@@ -298,14 +329,33 @@ class RedisTaskStore(TaskStore):
                     self._queue_index(pipe, snapshot, owner, add=False)
 
                 position = int((await self._batcher.run_pipeline(build, scripts=[_PUBLISH]))[0])
-        if position == 0:
-            raise TaskGone(f"task {task_id!r} does not exist (or expired)")
-        if position == -2:
-            assert fence is not None
-            raise LeaseLost(task_id, fence)
-        if position < 0:
-            raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
-        return position
+        return _published(position, task_id, fence=fence, if_state=if_state)
+
+    async def publish_chunks(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        event_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        keys = [
+            self._keys.task(owner, task_id),
+            self._keys.journal(owner, task_id),
+            self._keys.lease(owner, task_id),
+        ]
+        args = [
+            self._ttl_ms,
+            self._journal_max,
+            event_id or "",
+            fence.holder if fence is not None else "",
+            fence.epoch if fence is not None else 0,
+            *events,
+        ]
+        with redis_available():
+            position = int(await self._batcher.run_script(_PUBLISH_CHUNKS, keys, args))
+        return _published(position, task_id, fence=fence)
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
@@ -377,3 +427,17 @@ def _left_out(task_id: str, why: str) -> None:
 def _entries(reply: Any) -> list[JournalEntry]:
     """XREAD's reply for one journal as journal entries."""
     return [entry for _, raw in xread_streams(reply) for entry in journal_entries(raw)]
+
+
+def _published(
+    position: int, task_id: str, *, fence: Fence | None, if_state: TaskState | None = None
+) -> int:
+    """A publish script's reply: the position, or what refused the write."""
+    if position == 0:
+        raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+    if position == -2:
+        assert fence is not None
+        raise LeaseLost(task_id, fence)
+    if position < 0:
+        raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
+    return position

@@ -18,6 +18,7 @@ from stores.base import (
     LeaseStore,
     TaskRef,
 )
+from stores.codec import dump_event
 from stores.models import Task, TaskState
 from stores.redis_keys import RedisKeys
 
@@ -218,3 +219,19 @@ async def test_of_many_replacing_one_stale_claim_one_wins(backend: Backend, owne
     assert results.count(True) == 1
     winner = f"t{results.index(True)}"
     assert await messages.claim("ctx", "probe", owner=owner) == winner
+
+
+async def test_a_fenced_chunk_batch_after_a_takeover_writes_nothing(
+    backend: Backend, owner: str
+) -> None:
+    task = make_task()
+    old = await _lease(backend.leases, task.id, owner, "old")
+    await backend.tasks.create(task, owner=owner)
+    batch = [dump_event(chunk_event(task, text)) for text in ("a", "b")]
+    assert await backend.tasks.publish_chunks(task.id, batch, owner=owner, fence=old) == 3
+    new = await _take_over(backend.leases, task.id, owner, old, new="new")
+    with pytest.raises(LeaseLost):
+        await backend.tasks.publish_chunks(task.id, batch, owner=owner, fence=old)
+    assert await backend.tasks.publish_chunks(task.id, batch[:1], owner=owner, fence=new) == 4
+    entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [1, 2, 3, 4], "the stale writer was journaled"

@@ -26,9 +26,11 @@ from stores.base import (
     CheckpointStore,
     InvalidPageToken,
     MessageStore,
+    TaskGone,
     TaskQuery,
     TaskStore,
 )
+from stores.codec import dump_event
 from stores.memory import InMemoryCheckpointStore, InMemoryMessageStore, InMemoryTaskStore
 from stores.models import (
     Artifact,
@@ -807,3 +809,59 @@ async def test_a_retried_publish_is_journaled_once(task_store: TaskStore) -> Non
     assert later == first + 1
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
     assert [entry.position for entry in entries] == [1, first, later]
+
+
+# --- TaskStore: chunks in one write ------------------------------------------------------------
+
+
+async def test_chunks_published_together_take_consecutive_positions_in_order(
+    task_store: TaskStore, owner: str
+) -> None:
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    texts = ["one ", "two ", 'th"ree\n', "four"]
+    events = [dump_event(chunk_event(task, text)) for text in texts]
+    assert await task_store.publish_chunks(task.id, events, owner=owner) == 5
+    entries = await task_store.read(task.id, owner=owner, after=1, timeout_s=0)
+    assert [entry.position for entry in entries] == [2, 3, 4, 5]
+    read_texts = [entry.event.artifact.parts[0].text for entry in entries]  # type: ignore[union-attr]
+    assert read_texts == texts
+    # Without a snapshot: the stored task is still the one created, at position 1.
+    record = await task_store.get(task.id, owner=owner)
+    assert record is not None and record.position == 1
+    assert (
+        await task_store.publish(task.id, status_event(task, TaskState.WORKING), owner=owner) == 6
+    )
+
+
+async def test_a_retried_chunk_batch_is_journaled_once(task_store: TaskStore, owner: str) -> None:
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    events = [dump_event(chunk_event(task, text)) for text in ("a", "b", "c")]
+    first = await task_store.publish_chunks(task.id, events, owner=owner, event_id="batch-1")
+    again = await task_store.publish_chunks(task.id, events, owner=owner, event_id="batch-1")
+    assert first == again == 4
+    entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [1, 2, 3, 4]
+
+
+async def test_chunks_of_a_task_that_does_not_exist_are_refused(
+    task_store: TaskStore, owner: str
+) -> None:
+    task = make_task()
+    with pytest.raises(TaskGone):
+        await task_store.publish_chunks(task.id, [dump_event(chunk_event(task, "x"))], owner=owner)
+    assert await task_store.get(task.id, owner=owner) is None
+
+
+async def test_a_reader_waiting_wakes_with_every_chunk_of_a_batch(
+    task_store: TaskStore, owner: str
+) -> None:
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    reading = asyncio.create_task(task_store.read(task.id, owner=owner, after=1, timeout_s=5))
+    await asyncio.sleep(0.05)
+    events = [dump_event(chunk_event(task, text)) for text in ("a", "b")]
+    await task_store.publish_chunks(task.id, events, owner=owner)
+    entries = await asyncio.wait_for(reading, 5)
+    assert [entry.position for entry in entries] == [2, 3]
