@@ -27,7 +27,13 @@ from stores.redis_keys import RedisKeys
 from stores.redis_leases import RedisLeaseStore
 from stores.redis_push import RedisPushConfigStore
 from stores.redis_rate_limit import RedisRateLimiter
-from stores.redis_support import LuaScript, RedisClient, redis_available, text
+from stores.redis_support import (
+    LuaScript,
+    RedisClient,
+    packing_with_hiredis,
+    redis_available,
+    text,
+)
 from stores.redis_tasks import RedisTaskStore
 
 __all__ = [
@@ -331,18 +337,17 @@ def create_redis_stores(
                 retry=Retry(NoBackoff(), retries=1),
                 decode_responses=False,
             )
-        return Redis.from_pool(
-            BlockingConnectionPool.from_url(
-                url,
-                max_connections=size,
-                timeout=pool_wait_s if timeout_s is not None else None,
-                socket_timeout=timeout_s,
-                socket_connect_timeout=connect_timeout_s,
-                retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
-                health_check_interval=30,
-                decode_responses=False,
-            )
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=size,
+            timeout=pool_wait_s if timeout_s is not None else None,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
+            health_check_interval=30,
+            decode_responses=False,
         )
+        return Redis.from_pool(packing_with_hiredis(pool))
 
     # A burst of requests (thousands of streams opening at once) opens hundreds of connections
     # while the event loop is saturated: a connection attempt then waits for the loop, not for

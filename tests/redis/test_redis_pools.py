@@ -17,6 +17,7 @@ from stores.base import StoreUnavailable
 from stores.journal_mux import SHARD_JOURNALS
 from stores.models import JournalEntry, StatusUpdate, Task, TaskState, TaskStatus
 from stores.redis_stores import PoolSizes, create_redis_stores
+from stores.redis_support import HiredisConnection, HiredisSSLConnection
 from tests.e2e_redis.support import RedisServer
 from tests.loop_timers import live_timers
 from tests.redis.conftest import REDIS_URL, TTL_S
@@ -62,6 +63,36 @@ def test_pool_sizes_follow_the_limits() -> None:
     assert (big.commands, big.readers, big.leases) == (512, 20016, 256)
     small = PoolSizes.for_limits(max_running_turns=1, max_streams=4)
     assert (small.commands, small.readers, small.leases) == (34, 20, 9)
+
+
+@pytest.mark.parametrize(
+    ("url", "packing"),
+    [(REDIS_URL, HiredisConnection), ("rediss://127.0.0.1:6380/0", HiredisSSLConnection)],
+)
+async def test_every_client_packs_its_commands_with_hiredis(url: str, packing: type) -> None:
+    """Plain or TLS, as the URL says (nothing connects here)."""
+    stores = create_redis_stores(url, max_running_turns=1, max_streams=4)
+    try:
+        for client in (stores.client, stores.read_client, stores.lease_client):
+            assert isinstance(client, Redis)
+            assert client.connection_pool.connection_class is packing
+    finally:
+        await stores.aclose()
+
+
+@pytest.mark.parametrize(
+    "command",
+    [
+        ("EVALSHA", "f" * 40, 2, "a2a:{t}:task", "a2a:{t}:journal", 604_800_000, 0, 1.5, "é"),
+        ("SET", b'{"kind":"artifact-update","text":"\\u00e9 \r\n"}', memoryview(b"view")),
+        ("CLIENT SETNAME", "a2a-replica"),  # a command name of two words
+        (b"XREAD", "BLOCK", 100, "STREAMS", "a2a:{t}:journal", "3-1"),
+        ("ZADD", "a2a:index", 1_795_656_009_123.5, "t" * 70_000),  # past the chunking cut
+    ],
+)
+def test_hiredis_packs_the_bytes_redis_py_packs(command: tuple[object, ...]) -> None:
+    python, hiredis = Connection(), HiredisConnection()
+    assert b"".join(hiredis.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
 async def test_a_flood_of_commands_never_starves_a_lease(prefix: str) -> None:
