@@ -3,16 +3,16 @@
 from __future__ import annotations
 
 import json
-import uuid
 
 from agent.client_tools import tool_calls_data
 from agent.state import Awaiting
+from stores.ids import new_id
 from stores.models import Message, Part, Role, Task
 
 
 def agent_message(task: Task, parts: list[Part]) -> Message:
     return Message(
-        message_id=str(uuid.uuid4()),
+        message_id=new_id(),
         role=Role.AGENT,
         parts=parts,
         task_id=task.id,

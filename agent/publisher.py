@@ -49,6 +49,7 @@ from agent.state import LoopState
 from agent.tracing import Carrier, carrier_of, trace_id_of
 from stores.base import CheckpointStore, Fence, LeaseStore, MessageStore, TaskStore
 from stores.codec import ArtifactChunks
+from stores.ids import new_id
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -87,7 +88,7 @@ class Turn:
     owner: str
     fence: Fence
     holds_lease: bool = True  # False once released (the turn suspended or ended) or lost
-    artifact_id: str = field(default_factory=lambda: str(uuid.uuid4()))
+    artifact_id: str = field(default_factory=new_id)
     chunks_sent: int = 0
     held_chunk: str | None = None  # one chunk of lookahead, so the last one can say lastChunk
     chunk_form: ArtifactChunks | None = None  # the answer's chunks' stored form, once streaming

@@ -10,11 +10,11 @@ from __future__ import annotations
 
 import base64
 import json
-import uuid
 from collections.abc import Iterable
 from dataclasses import dataclass
 from typing import Any
 
+from stores.ids import new_id
 from stores.models import Artifact, Part
 
 
@@ -60,7 +60,7 @@ def _size(count: int) -> str:
 
 def to_artifact(result: RichResult) -> tuple[Artifact, str]:
     """The artifact the client gets, and the line the model reads about it."""
-    artifact_id = str(uuid.uuid4())
+    artifact_id = new_id()
     if isinstance(result, FileResult):
         part = Part(
             raw=base64.b64encode(result.data).decode() if result.data is not None else None,

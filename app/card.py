@@ -60,7 +60,8 @@ def _first(value: str | None) -> str:
 def request_base_url(request: Request, *, trust_forwarded: bool) -> str:
     """The base URL the client used to reach this server, without a trailing slash."""
     headers = request.headers
-    scheme = request.url.scheme if request.url.scheme in ("http", "https") else "http"
+    scheme = request.scope.get("scheme", "http")  # what `request.url` builds its URL from
+    scheme = scheme if scheme in ("http", "https") else "http"
     host = _first(headers.get("host")).lower()
     prefix = request.scope.get("root_path", "") or ""
     if trust_forwarded:

@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import asyncio
 import contextlib
-import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
@@ -38,6 +37,7 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
+from stores.ids import new_id
 from stores.models import (
     JournalEntry,
     Message,
@@ -119,10 +119,10 @@ class RequestHandler:
         if text is None:
             return None
         return Message(
-            message_id=str(uuid.uuid4()),
+            message_id=new_id(),
             role=Role.AGENT,
             parts=[Part(text=text)],
-            context_id=message.context_id or str(uuid.uuid4()),
+            context_id=message.context_id or new_id(),
         )
 
     async def send_message(self, request: SendRequest, *, owner: str) -> Task | Message:
@@ -296,8 +296,8 @@ class RequestHandler:
             client_tools = parse_client_tools(message.metadata)
         except ClientToolsInvalid as exc:
             raise InvalidParamsError(str(exc), field="message.metadata.clientTools") from exc
-        context_id = message.context_id or str(uuid.uuid4())
-        task_id = str(uuid.uuid4())
+        context_id = message.context_id or new_id()
+        task_id = new_id()
         task = Task(
             id=task_id,
             context_id=context_id,

@@ -59,9 +59,17 @@ class _Family:
         self.prom = prom
         self._otel = otel
         self._labels = labels
+        # Each label set's child, looked up once: prometheus-client's `labels()` takes a lock
+        # and validates the values at every call (the values are bounded, so is this).
+        self._children: dict[tuple[str, ...], Any] = {}
 
     def _child(self, values: tuple[str, ...]) -> Any:
-        return self.prom.labels(*values) if values else self.prom
+        if not values:
+            return self.prom
+        child = self._children.get(values)
+        if child is None:
+            child = self._children[values] = self.prom.labels(*values)
+        return child
 
     def add(self, amount: float, *values: str) -> None:
         """A counter's increment, or a gauge's change (negative to go down)."""

@@ -9,7 +9,6 @@ from __future__ import annotations
 import ipaddress
 import logging
 import unicodedata
-import uuid
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
 from urllib.parse import urlsplit
@@ -38,6 +37,7 @@ from app.wire_v1 import (
     render_task,
 )
 from stores.base import PushConfigStore, TaskQuery
+from stores.ids import new_id
 from stores.models import (
     JournalEntry,
     Message,
@@ -245,7 +245,7 @@ class Operations:
             check_id("id", parsed.id)
         authentication = parsed.authentication
         return PushConfig(
-            id=parsed.id or str(uuid.uuid4()),
+            id=parsed.id or new_id(),
             task_id=parsed.task_id or "",
             url=parsed.url,
             token=parsed.token,
