@@ -46,7 +46,7 @@ from app.handler import RequestHandler
 from app.http_guard import default_error_response, guard
 from app.jsonrpc import JsonRpcBinding, error_payload
 from app.limits import RequestLimits
-from app.logs import log_malformed_http_at_debug
+from app.logs import log_malformed_http_at_debug, one_line_per_request
 from app.metrics import Metrics
 from app.openapi import build_openapi
 from app.operations import Operations
@@ -362,6 +362,7 @@ def create_app(
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
     app.add_exception_handler(HTTPException, framework_error)
     log_malformed_http_at_debug()
+    one_line_per_request()
 
     @app.get("/healthz", include_in_schema=False)
     async def healthz() -> JSONResponse:

@@ -33,6 +33,7 @@ from starlette.requests import Request
 from starlette.responses import Response
 
 from agent.observer import TurnObserver, TurnReport
+from app.logs import logged_by_a_binding
 from stores.models import JournalEntry, StatusUpdate, utc_now
 
 logger = logging.getLogger("app.requests")
@@ -200,6 +201,7 @@ class Metrics(TurnObserver):
     def request(self, binding: str) -> Iterator[RequestRecord]:
         """Count and log one request; the binding fills in the record as it learns more."""
         record = RequestRecord(binding=binding)
+        logged_by_a_binding()
         began = time.monotonic()
         try:
             yield record

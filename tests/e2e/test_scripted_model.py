@@ -4,6 +4,7 @@ characters, with no model server at all (what bench/ and load tests drive)."""
 from __future__ import annotations
 
 import asyncio
+import time
 from collections.abc import Iterator
 
 import httpx
@@ -100,3 +101,24 @@ def test_the_collector_runs_seldom_under_load(scripted_server: ServerProcess) ->
     young = after["0"] - before["0"]
     assert 0 < young <= 2000 / 100, (before, after)  # > 0: the counter is live
     assert after["2"] == before["2"], (before, after)
+
+
+def test_a_request_a_binding_serves_has_one_log_line(scripted_server: ServerProcess) -> None:
+    """The binding's line (method, outcome, owner, duration) and no second one from uvicorn's
+    access log; a route no binding serves (the card) keeps uvicorn's access line."""
+    rpc = RpcClient(scripted_server.url)
+    try:
+        mark = scripted_server.log_mark()
+        rpc.result("SendMessage", send_params("log me once"))
+        assert rpc.get("/.well-known/agent-card.json").status_code == 200
+        deadline = time.monotonic() + 5
+        while "agent-card.json" not in scripted_server.log_since(mark):
+            assert time.monotonic() < deadline, scripted_server.log_since(mark)
+            time.sleep(0.02)
+        lines = scripted_server.log_since(mark).splitlines()
+    finally:
+        rpc.close()
+    sends = [line for line in lines if "SendMessage" in line]
+    assert len(sends) == 1 and "outcome=<ok>" in sends[0], lines
+    access = [line for line in lines if "uvicorn.access" in line]
+    assert len(access) == 1 and "agent-card.json" in access[0], lines
