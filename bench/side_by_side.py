@@ -34,9 +34,11 @@ import loadgen
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHUNKS = 20
-# Both servers get the same generous limits: the reference has none, and ours would otherwise
-# refuse (503, by design) what the bench's single anonymous client asks for at c=64.
-# Streams on 10,000 tasks are 10,000 running turns (each waits for its model).
+# The load scenarios run ours as a user starts it: its defaults (INFO logs, A2A_MAX_RUNNING_TURNS
+# 64, A2A_MEMORY_MAX_TASKS 10,000 with ended tasks dropped to make room), only the scripted model
+# set. The idle-stream scenarios hold 10,000 streams, the default limit of one replica: for them
+# the limits are raised (the reference has none). Streams on 10,000 tasks are 10,000 running
+# turns (each waits for its model).
 MANY_TURNS = {"A2A_MAX_RUNNING_TURNS": "20000", "A2A_MAX_TURNS_PER_PRINCIPAL": "20000"}
 OUR_LIMITS = {
     "A2A_MAX_RUNNING_TURNS": "4096",
@@ -282,8 +284,8 @@ def main() -> None:
     with private_redis() as redis_url:
         on_redis = {"REDIS_URL": redis_url, "LEASE_TTL_S": "600"}
         targets = {
-            "memory": (ours, {**scripted, "LLM_MODEL": "scripted", **OUR_LIMITS}),
-            "redis": (ours, {**scripted, "LLM_MODEL": "scripted", **OUR_LIMITS, **on_redis}),
+            "memory": (ours, {**scripted, "LLM_MODEL": "scripted"}),
+            "redis": (ours, {**scripted, "LLM_MODEL": "scripted", **on_redis}),
             "reference": (reference, scripted),
         }
         for run in range(args.runs):  # interleaved: each run measures every target once
@@ -294,9 +296,9 @@ def main() -> None:
                     figures |= measure_load(url, args.seconds)
                     if name != "reference":
                         figures |= measure_history(url, args.history)
-                with server(command, {**env, **idle}) as (url, pid, _):
+                with server(command, {**env, **OUR_LIMITS, **idle}) as (url, pid, _):
                     figures |= measure_idle_streams(url, pid, args.idle, bare=False)
-                with server(command, {**env, **idle, **MANY_TURNS}) as (url, pid, _):
+                with server(command, {**env, **OUR_LIMITS, **idle, **MANY_TURNS}) as (url, pid, _):
                     figures |= measure_idle_streams(
                         url, pid, args.idle, bare=False, many_tasks=True
                     )

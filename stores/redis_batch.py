@@ -41,9 +41,9 @@ _Call = tuple[Build, Sequence[LuaScript], "asyncio.Future[list[Any]]"]
 
 
 class CommandBatcher:
-    def __init__(self, client: RedisClient) -> None:
+    def __init__(self, client: RedisClient, *, batches: bool = True) -> None:
         self._client = client
-        self._batches = isinstance(client, Redis)
+        self._batches = batches and isinstance(client, Redis)
         self._busy = False  # a round trip is in flight: new commands queue for the next one
         self._pending: list[_Call] = []
         self._sender: asyncio.Task[None] | None = None

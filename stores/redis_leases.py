@@ -1,7 +1,8 @@
 """RedisLeaseStore: which process runs which turn, cancel flags, and the cancel channel.
 
     acquire / renew --EVALSHA (slot {task}: lease + cancel flag)--> epoch, expiry (server time)
-            |  then, only if held: ZADD p:leases:{b<n>} "<owner>:<task>" expiry (second step)
+            |  if held: ZADD p:leases:{b<n>} "<owner>:<task>" expiry (acquire: in the script on
+            |  one Redis; a second step on a cluster, where the bucket is in another slot)
             v
     expired() --> ZRANGEBYSCORE p:leases:{b<n>} -inf <now> for every bucket n (one pipeline),
                   each candidate checked against its lease hash (by that shard's clock)
@@ -11,11 +12,12 @@
 
 The lease hash is the truth; the running-leases index (LEASE_BUCKETS keys, each its own slot, so
 no one key takes every renewal of every replica) is updated as a second step because it is in
-another slot than the task's. Expiry is decided by the hash's `expires` field
-against Redis server time (TIME in the script), so process clocks never matter. The hash itself
-carries the TTL of its task (it is garbage, not a lease, once that long has passed), so a holder
-that renews late still holds its lease unless another holder took it (LeaseStatus.LOST means
-taken or released, as the in-memory store has it).
+another slot than the task's (on one Redis, acquire and release update it in their own script).
+Expiry is decided by the hash's `expires` field against Redis server time (TIME in the script),
+so process clocks never matter. The hash itself carries the TTL of its task (it is garbage, not a
+lease, once that long has passed), so a holder that renews late still holds its lease unless
+another holder took it (LeaseStatus.LOST means taken or released, as the in-memory store has
+it).
 
 Fencing: every acquire increments the hash's `epoch`; a release removes only `holder`, so the
 epoch outlives it and only ever grows while the task lives. The task store's fenced writes (a
@@ -46,10 +48,12 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
+from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.base import LeaseStatus, LeaseStore, TaskRef
+from stores.redis_batch import CommandBatcher
 from stores.redis_keys import LEASE_BUCKETS, RedisKeys
 from stores.redis_support import (
     LUA_NOW_MS,
@@ -65,9 +69,11 @@ from stores.redis_support import (
 logger = logging.getLogger(__name__)
 
 
-# KEYS: lease, cancel flag. ARGV: holder, lease ttl ms, key ttl ms. Returns {epoch, expiry}, or
-# {0, 0} if another holder has a live lease. Taking the lease (free, or from an expired holder)
-# increments the epoch; acquiring our own lease again keeps it. The epoch outlives a release.
+# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, lease ttl ms, key ttl ms,
+# index member. Returns {epoch, expiry}, or {0, 0} if another holder has a live lease. Taking the
+# lease (free, or from an expired holder) increments the epoch; acquiring our own lease again
+# keeps it. The epoch outlives a release. With the bucket (one Redis: any key may be named), the
+# index entry is written in the same step; on a cluster it is in another slot: a second step.
 _ACQUIRE = LuaScript(
     LUA_NOW_MS
     + """
@@ -87,6 +93,10 @@ end
 redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+if KEYS[3] then
+  redis.call('ZADD', KEYS[3], expires, ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
 return {epoch, expires}
 """
 )
@@ -105,12 +115,14 @@ return {1 + cancel, expires}
 """
 )
 
-# KEYS: lease, cancel flag. ARGV: holder. Returns 1 if it was ours (and now has no holder).
+# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, index member. Returns 1 if it
+# was ours (and now has no holder); with the bucket, its index entry is gone in the same step.
 _RELEASE = LuaScript(
     """
 if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
 redis.call('HDEL', KEYS[1], 'holder')
 redis.call('DEL', KEYS[2])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
 return 1
 """
 )
@@ -184,24 +196,44 @@ _STATUS = {0: LeaseStatus.LOST, 1: LeaseStatus.HELD, 2: LeaseStatus.CANCEL_REQUE
 
 class RedisLeaseStore(LeaseStore):
     def __init__(
-        self, client: RedisClient, *, prefix: str = "a2a", ttl_s: int = 7 * 24 * 3600
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = 7 * 24 * 3600,
+        batcher: CommandBatcher | None = None,
     ) -> None:
         self._redis = client
+        # A turn's acquire and release (not renewals: those keep this client, so that a flood
+        # of commands never starves them) go out with the stores' other writes when given.
+        self._turn_writes = batcher or CommandBatcher(client, batches=False)
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
+        # One Redis: a script may name the index bucket beside the task's keys (one round trip
+        # for an acquire or a release instead of two). A cluster keeps the index a second step.
+        self._index_in_script = isinstance(client, Redis)
 
     def _task_keys(self, owner: str, task_id: str) -> list[str]:
         return [self._keys.lease(owner, task_id), self._keys.cancel_flag(owner, task_id)]
+
+    def _keys_and_member(self, owner: str, task_id: str) -> tuple[list[str], str]:
+        """The task's lease keys (and, on one Redis, its index bucket) and its index member."""
+        member = self._keys.lease_member(owner, task_id)
+        keys = self._task_keys(owner, task_id)
+        if self._index_in_script:
+            keys.append(self._index_key(member))
+        return keys, member
 
     def _key_ttl_ms(self, lease_ttl_s: float) -> int:
         return max(self._ttl_ms, int(lease_ttl_s * 1000))
 
     async def acquire(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> int:
-        args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
+        keys, member = self._keys_and_member(owner, task_id)
+        args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s), member]
         with redis_available():
-            epoch, expires = await _ACQUIRE(self._redis, self._task_keys(owner, task_id), args)
-            if int(epoch):
-                await self._index({self._keys.lease_member(owner, task_id): int(expires)})
+            epoch, expires = await self._turn_writes.run_script(_ACQUIRE, keys, args)
+            if int(epoch) and not self._index_in_script:
+                await self._index({member: int(expires)})
         return int(epoch)
 
     async def renew(self, task_id: str, *, owner: str, holder: str, ttl_s: float) -> LeaseStatus:
@@ -235,9 +267,10 @@ class RedisLeaseStore(LeaseStore):
             return bool(await _IS_HELD(self._redis, [self._keys.lease(owner, task_id)], []))
 
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
+        keys, member = self._keys_and_member(owner, task_id)
         with redis_available():
-            if await _RELEASE(self._redis, self._task_keys(owner, task_id), [holder]):
-                member = self._keys.lease_member(owner, task_id)
+            released = await self._turn_writes.run_script(_RELEASE, keys, [holder, member])
+            if released and not self._index_in_script:
                 await self._redis.zrem(self._index_key(member), member)
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:

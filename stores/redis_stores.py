@@ -376,7 +376,7 @@ def create_redis_stores(
         ),
         messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
         checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
-        leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s),
+        leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
         pushes=RedisPushConfigStore(client, prefix=prefix, ttl_s=ttl_s),
         client=client,
         read_client=read_client,
