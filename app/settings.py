@@ -157,7 +157,7 @@ class Settings(BaseSettings):
         7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
     )
     a2a_max_running_turns: int = Field(
-        64,
+        256,
         ge=1,
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )

@@ -150,8 +150,8 @@ async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi
                 received, first = b"", None
                 while not received.endswith(_END_OF_CHUNKED):
                     chunk = await reader.read(1 << 16)
-                    if not chunk:
-                        raise ConnectionError("the server closed the stream")
+                    if not chunk:  # a refusal (503) that closed the connection: count, reconnect
+                        break
                     received += chunk
                     if first is None and b"data:" in received:
                         first = time.monotonic() - began
@@ -162,6 +162,9 @@ async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi
                     or not received.startswith(b"HTTP/1.1 200")
                 ):
                     figures.failures += 1
+                    if not received.endswith(_END_OF_CHUNKED):
+                        writer.close()
+                        reader, writer = await _connect(url)
                     continue
                 figures.first_event_s.append(first)
                 figures.events += events
