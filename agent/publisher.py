@@ -313,12 +313,17 @@ class TurnPublisher:
         writer = turn.chunk_writer
         if writer is None:
             return
-        # Waited on, not awaited: a turn cancelled while it waits must not cancel the write (the
-        # canceled state it records next goes after these chunks).
-        await asyncio.wait([writer])
-        if turn.chunk_writer is writer:
-            turn.chunk_writer = None
-        writer.result()
+        try:
+            await writer
+        except asyncio.CancelledError:
+            # The turn itself cancelled while it waited (the write went with it: the chunks are
+            # dropped, as a canceled turn's next ones would be), or the write alone was stopped.
+            current = asyncio.current_task()
+            if current is not None and current.cancelling():
+                raise
+        finally:
+            if writer.done() and turn.chunk_writer is writer:
+                turn.chunk_writer = None
 
     async def stop_writing(self, turn: Turn) -> None:
         """A turn stopped without ending (shutdown, a lost lease): chunks not yet written are

@@ -8,6 +8,7 @@ translation and other generations (0.3) translate at the edge. Enum values use t
 from __future__ import annotations
 
 import enum
+import functools
 import json
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
@@ -37,8 +38,10 @@ def utc_now() -> datetime:
     return now.replace(microsecond=now.microsecond // 1000 * 1000)
 
 
+@functools.lru_cache(maxsize=256)
 def iso_timestamp(moment: datetime) -> str:
-    """ISO-8601 UTC with millisecond precision and a Z suffix (A2A spec section 5.6.1)."""
+    """ISO-8601 UTC with millisecond precision and a Z suffix (A2A spec section 5.6.1). Cached:
+    a status's timestamp is written several times (its event, the snapshot, the reply)."""
     # isoformat truncates to the millisecond, as utc_now does; twice as fast as strftime.
     return moment.astimezone(UTC).isoformat(timespec="milliseconds").replace("+00:00", "Z")
 

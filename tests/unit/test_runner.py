@@ -367,3 +367,35 @@ async def test_turns_of_different_contexts_run_concurrently(rig: Rig) -> None:
     gate.set()
     entries = await rig.journal(slow.id)
     assert entries[-1].event.status.state == TaskState.COMPLETED
+
+
+async def test_cancel_while_chunks_are_being_written(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """The chunks go out behind the turn; a cancel that comes while their write is out ends the
+    turn canceled, with a journal without gaps (the chunks not written are dropped)."""
+    writing, release = asyncio.Event(), asyncio.Event()
+    publish_chunks = rig.tasks.publish_chunks
+
+    async def slow_publish_chunks(*args: object, **kwargs: object) -> int:
+        writing.set()
+        await release.wait()
+        return await publish_chunks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rig.tasks, "publish_chunks", slow_publish_chunks)
+    rig.llm.script(text("a", "b", "c"))
+    task = await rig.submit()
+    await asyncio.wait_for(writing.wait(), 2)
+    assert await rig.runner.cancel(task.id, owner=OWNER) is True
+    release.set()
+
+    final = await rig.snapshot(task.id)
+    assert final.status.state == TaskState.CANCELED
+    entries = await rig.journal(task.id)
+    assert [e.position for e in entries] == list(range(1, len(entries) + 1))
+    assert [u.status.state for u in status_updates(entries)] == [
+        TaskState.WORKING,
+        TaskState.CANCELED,
+    ]
+    assert chunks(entries) == []
+    assert await rig.claim_is_free(task.context_id)
