@@ -200,6 +200,8 @@ class RedisCheckpointStore(CheckpointStore):
 
 COMMANDS_MAX = 512
 LEASES_MAX = 256
+# The shared batcher has one round trip in flight at a time (and a lone command's retry).
+BATCH_CONNECTIONS = 4
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -259,6 +261,7 @@ class RedisStores:
     client: RedisClient
     read_client: RedisClient
     lease_client: RedisClient
+    batch_client: RedisClient  # the shared batcher's (`client` itself on a cluster)
     prefix: str = "a2a"
     ping_timeout_s: float = 3.0
 
@@ -282,6 +285,8 @@ class RedisStores:
         await self.tasks.aclose()
         await self.read_client.aclose()
         await self.lease_client.aclose()
+        if self.batch_client is not self.client:
+            await self.batch_client.aclose()
         await self.client.aclose()
 
 
@@ -364,7 +369,15 @@ def create_redis_stores(
     lease_client = client_of(
         sizes.leases, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
     )
-    batcher = CommandBatcher(client)  # one pipeline in flight for the stores' writes
+    if address is None:
+        # One pipeline in flight for the stores' writes, on connections of its own: each round
+        # trip is bounded as a whole (see stores.redis_batch), not each reply read.
+        batch_client = client_of(
+            BATCH_CONNECTIONS, timeout_s=None, connect_timeout_s=burst_connect_timeout_s
+        )
+        batcher = CommandBatcher(batch_client, round_trip_timeout_s=command_timeout_s)
+    else:
+        batch_client, batcher = client, CommandBatcher(client)  # a cluster never batches
     return RedisStores(
         tasks=RedisTaskStore(
             client,
@@ -381,6 +394,7 @@ def create_redis_stores(
         client=client,
         read_client=read_client,
         lease_client=lease_client,
+        batch_client=batch_client,
         prefix=prefix,
         ping_timeout_s=2 * command_timeout_s,
     )

@@ -73,7 +73,7 @@ async def test_every_client_packs_its_commands_with_hiredis(url: str, packing: t
     """Plain or TLS, as the URL says (nothing connects here)."""
     stores = create_redis_stores(url, max_running_turns=1, max_streams=4)
     try:
-        for client in (stores.client, stores.read_client, stores.lease_client):
+        for client in (stores.client, stores.read_client, stores.lease_client, stores.batch_client):
             assert isinstance(client, Redis)
             assert client.connection_pool.connection_class is packing
     finally:
@@ -96,9 +96,8 @@ def test_hiredis_packs_the_bytes_redis_py_packs(command: tuple[object, ...]) -> 
 
 
 async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) -> None:
-    """A turn's acquire and release go out with the stores' other writes (a turn needs the
-    command connections anyway); what keeps running turns alive (renewals, the readiness probe)
-    has connections of its own."""
+    """What keeps running turns alive (renewals, the readiness probe) has connections of its
+    own, and so has the shared batcher (the turns' writes, their leases' acquire and release)."""
     stores = create_redis_stores(
         REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=4
     )
@@ -111,10 +110,12 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) ->
             for _ in range(sizes.commands)
         ]
         await until_blocked("blpop", sizes.commands)
-        queued = asyncio.create_task(stores.tasks.get("t", owner=OWNER))
+        queued = asyncio.create_task(stores.client.get(f"{prefix}:nothing-here"))
         renewed = await stores.leases.renew("t", owner=OWNER, holder="h", ttl_s=5)
         assert renewed == LeaseStatus.HELD
         await stores.ping()
+        await stores.checkpoints.save("t", "state", owner=OWNER)  # through the batcher
+        assert await stores.checkpoints.load("t", owner=OWNER) == "state"
         assert not any(job.done() for job in flood), "the flood ended before the renewal"
         assert not queued.done(), "a command got through the flood"
         assert await asyncio.gather(*flood) == [None] * sizes.commands
