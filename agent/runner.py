@@ -166,10 +166,16 @@ class TaskRunner:
         trace_carrier: Carrier | None = None,
         client_tools: list[ClientTool] | None = None,
         followed: bool = True,
+        hand_over: bool = False,
     ) -> None:
-        """Run a new turn for the task (created inside `starting`) in the background."""
+        """Run a new turn for the task (created inside `starting`) in the background. With
+        `hand_over` the turn takes `task` itself (the caller does not read it while the turn runs),
+        else a copy."""
         turn = self._turn(
-            start, task, trace_carrier=trace_carrier or {}, client_tools=client_tools or []
+            start,
+            task if hand_over else copy_task(task),
+            trace_carrier=trace_carrier or {},
+            client_tools=client_tools or [],
         )
         begin = ChatMessage(role="user", content=user_message.text())
         self._launch(start, turn, begin, followed=followed)
@@ -184,7 +190,7 @@ class TaskRunner:
         """
         turn = self._turn(
             start,
-            task,
+            copy_task(task),
             trace_carrier=checkpoint.trace_carrier,
             artifact_id=checkpoint.artifact_id,
             chunks_sent=0 if recovered else checkpoint.chunks_sent,
@@ -195,9 +201,10 @@ class TaskRunner:
 
     @staticmethod
     def _turn(start: TurnStart, task: Task, **fields: object) -> Turn:
+        """The turn's running state, over `task` (the turn's own: it changes it as it goes)."""
         assert start.fence is not None and task.id == start.task_id
         return Turn(
-            task=copy_task(task),
+            task=task,
             owner=start.owner,
             fence=start.fence,
             **fields,  # type: ignore[arg-type]

@@ -138,7 +138,8 @@ class RequestHandler:
         if request.return_immediately:
             return (await self._begin(request, owner=owner)).task
         with self._streams.held(owner):
-            record = await self._begin(request, owner=owner)
+            # The turn may take the new task itself: nothing here reads it while the turn runs.
+            record = await self._begin(request, owner=owner, hand_over=True)
             settled = await self._until_settled(
                 record.task.id, owner=owner, after=record.position, until_drain=True
             )
@@ -276,7 +277,9 @@ class RequestHandler:
             raise TaskNotFoundError(f"Task {task_id!r} not found", taskId=task_id)
         return record
 
-    async def _begin(self, request: SendRequest, *, owner: str) -> TaskRecord:
+    async def _begin(
+        self, request: SendRequest, *, owner: str, hand_over: bool = False
+    ) -> TaskRecord:
         message = request.message
         if message.role != Role.USER:
             raise InvalidParamsError("message.role must be ROLE_USER")
@@ -322,6 +325,7 @@ class RequestHandler:
                     start,
                     record.task,
                     message,
+                    hand_over=hand_over,
                     trace_carrier=request.trace_carrier,
                     client_tools=client_tools,
                     # Push delivery looks for configs (a store read) only if there can be one.
