@@ -406,23 +406,12 @@ async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
     ready.set()
 
 
-# Collector thresholds for a server (CPython's defaults are 700, 10, 10). The server makes almost
-# no cyclic garbage (in the bench ~0.2 objects per request reach the collector: reference counting
-# frees the rest), so a collector pass mostly walks live objects for nothing. With the defaults a
-# full pass came every ~0.4 s under load and walked every stored task (40-110 ms with 10,000 in
-# memory): 6-25% of the CPU and the SendMessage p99 (c=16 35 -> 11-14 ms, c=64 138 -> 38-44 ms
-# with these). Young passes stay short (5,000 objects, under a few ms); a full one waits for 100
-# middle ones (and CPython's own rule: a quarter more long-lived objects than at the last one).
-COLLECTOR_THRESHOLDS = (5_000, 10, 100)
-
-
 def _freeze_loaded_objects() -> None:
     """Move every object alive now (modules, classes, pydantic schemas: what startup and the
     model adapter loaded, and what lives as long as the process) to the collector's permanent
     generation, once per process. Full collections otherwise walk them all, again and again: in
     the bench they were the latency tail (SendMessage c=1 p99 38 ms -> 2-20 ms, p50 1.3 ms).
-    Then the thresholds above."""
+    (The server process also sets its collector's thresholds: `app.cli`.)"""
     if gc.get_freeze_count() == 0:
         gc.collect()
         gc.freeze()
-    gc.set_threshold(*COLLECTOR_THRESHOLDS)
