@@ -52,11 +52,10 @@ class CommandBatcher:
         self,
         client: RedisClient,
         *,
-        batches: bool = True,
         round_trip_timeout_s: float | None = None,
     ) -> None:
         self._client = client
-        self._batches = batches and isinstance(client, Redis)
+        self._batches = isinstance(client, Redis)
         self._round_trip_timeout_s = round_trip_timeout_s
         self._busy = False  # a round trip is in flight: new commands queue for the next one
         self._pending: list[_Call] = []

@@ -206,7 +206,7 @@ class RedisLeaseStore(LeaseStore):
         self._redis = client
         # A turn's acquire and release (not renewals: those keep this client, so that a flood
         # of commands never starves them) go out with the stores' other writes when given.
-        self._turn_writes = batcher or CommandBatcher(client, batches=False)
+        self._turn_writes = batcher or CommandBatcher(client)
         self._keys = RedisKeys(prefix)
         self._ttl_ms = int(ttl_s * 1000)
         # One Redis: a script may name the index bucket beside the task's keys (one round trip

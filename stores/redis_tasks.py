@@ -84,46 +84,15 @@ return 1
 """
 )
 
-# KEYS: task hash, journal, lease. ARGV: event, ttl ms, journal max, event id, fence holder, fence
-# epoch [, snapshot, state, ms, us, expected state]. Returns the event's position, 0 if there is no
-# such task, -1 if the task's state is not the expected one (a compare-and-set), -2 if the fence's
-# holder and epoch no longer hold the lease; nothing is written in those cases. A repeat of the
-# last event id (a retry after a lost reply) appends nothing and returns the first position. A
-# fenced entry carries the writer's epoch, so a journal shows who wrote it.
+# KEYS: task hash, journal, lease. ARGV: ttl ms, journal max, event id, fence holder, fence epoch,
+# snapshot, state, ms, us, expected state (the five empty without a snapshot), then the events
+# (one, or a streamed answer's chunks that came while the previous write was out). Returns the
+# last event's position, 0 if there is no such task, -1 if the task's state is not the expected
+# one (a compare-and-set), -2 if the fence's holder and epoch no longer hold the lease; nothing is
+# written in those cases. A repeat of the last event id (a retry after a lost reply) appends
+# nothing and returns the first position. A fenced entry carries the writer's epoch, so a journal
+# shows who wrote it.
 _PUBLISH = LuaScript(
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[4] ~= '' then
-  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
-  if last[1] == ARGV[4] then return tonumber(last[2]) end
-end
-if ARGV[5] ~= '' then
-  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
-  if lease[1] ~= ARGV[5] or lease[2] ~= ARGV[6] then return -2 end
-end
-if #ARGV > 6 and ARGV[11] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[11] then
-  return -1
-end
-local pos = redis.call('HINCRBY', KEYS[1], 'seq', 1)
-if ARGV[5] ~= '' then
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1], 'epoch', ARGV[6])
-else
-  redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[3], pos .. '-1', 'e', ARGV[1])
-end
-if ARGV[4] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[4], 'eidpos', pos) end
-if #ARGV > 6 then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[7],
-             'state', ARGV[8], 'ms', ARGV[9], 'us', ARGV[10])
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-return pos
-"""
-)
-
-# Several chunks in one call (a streamed answer's chunks that came while the previous write was
-# out): KEYS task, journal, lease; ARGV ttl, journal max, event id, holder, epoch, the events.
-_PUBLISH_CHUNKS = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[3] ~= '' then
@@ -134,9 +103,10 @@ if ARGV[4] ~= '' then
   local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
   if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
 end
-local count = #ARGV - 5
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
+local count = #ARGV - 10
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
-for i = 6, #ARGV do
+for i = 11, #ARGV do
   pos = pos + 1
   if ARGV[4] ~= '' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
@@ -145,11 +115,16 @@ for i = 6, #ARGV do
   end
 end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
+             'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
+end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return pos
 """
 )
+_NO_SNAPSHOT = ("", "", "", "", "")
 
 logger = logging.getLogger(__name__)
 
@@ -300,29 +275,19 @@ class RedisTaskStore(TaskStore):
         event_id: str | None = None,
         fence: Fence | None = None,
     ) -> int:
-        keys = [
-            self._keys.task(owner, task_id),
-            self._keys.journal(owner, task_id),
-            self._keys.lease(owner, task_id),
-        ]
-        args: builtins.list[Any] = [
-            dump_event(event),
-            self._ttl_ms,
-            self._journal_max,
-            event_id or "",
-            fence.holder if fence is not None else "",
-            fence.epoch if fence is not None else 0,
-        ]
+        keys = self._publish_keys(owner, task_id)
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
+                args = self._publish_args([dump_event(event)], event_id, fence, _NO_SNAPSHOT)
                 position = int(await self._batcher.run_script(_PUBLISH, keys, args))
             else:
-                args += [
+                fields = (
                     dump_task(snapshot),
                     *self._listing_fields(snapshot),
                     if_state.value if if_state is not None else "",
-                ]
+                )
+                args = self._publish_args([dump_event(event)], event_id, fence, fields)
 
                 def build(pipe: AnyPipeline) -> None:
                     _PUBLISH.queue(pipe, keys, args)
@@ -340,22 +305,29 @@ class RedisTaskStore(TaskStore):
         event_id: str | None = None,
         fence: Fence | None = None,
     ) -> int:
-        keys = [
+        keys = self._publish_keys(owner, task_id)
+        args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
+        with redis_available():
+            position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+        return _published(position, task_id, fence=fence)
+
+    def _publish_args(
+        self,
+        events: Sequence[bytes],
+        event_id: str | None,
+        fence: Fence | None,
+        snapshot: Sequence[Any],
+    ) -> builtins.list[Any]:
+        """`_PUBLISH`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`."""
+        holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
+        return [self._ttl_ms, self._journal_max, event_id or "", holder, epoch, *snapshot, *events]
+
+    def _publish_keys(self, owner: str, task_id: str) -> builtins.list[str]:
+        return [
             self._keys.task(owner, task_id),
             self._keys.journal(owner, task_id),
             self._keys.lease(owner, task_id),
         ]
-        args = [
-            self._ttl_ms,
-            self._journal_max,
-            event_id or "",
-            fence.holder if fence is not None else "",
-            fence.epoch if fence is not None else 0,
-            *events,
-        ]
-        with redis_available():
-            position = int(await self._batcher.run_script(_PUBLISH_CHUNKS, keys, args))
-        return _published(position, task_id, fence=fence)
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float
