@@ -47,11 +47,8 @@ RECOVERY_S = 4 * LEASE_TTL_S + 20  # lease expiry + sweeps + reconnects on a loa
 
 @pytest.fixture(scope="module")
 def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer(persistent=True).start()
-    try:
+    with RedisServer(persistent=True) as server:  # cleanup thaws a frozen server first
         yield server
-    finally:
-        server.cleanup()  # thaws a frozen server first
 
 
 @pytest.fixture(scope="module")

@@ -156,6 +156,13 @@ class RedisServer:
         self.stop()
         self._dir.cleanup()
 
+    def __enter__(self) -> RedisServer:
+        """Started; stopped and removed at the end: `with RedisServer() as redis: ...`."""
+        return self.start()
+
+    def __exit__(self, *_: object) -> None:
+        self.cleanup()
+
 
 # ---------------------------------------------------------------------------------------------
 # Replicas

@@ -41,11 +41,8 @@ RECOVERY_S = 5.0
 
 @pytest.fixture(scope="module")
 def own_redis():
-    srv = RedisServer(persistent=True).start()
-    try:
+    with RedisServer(persistent=True) as srv:
         yield srv
-    finally:
-        srv.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -21,11 +21,8 @@ TURNS = 5
 
 @pytest.fixture(scope="module")
 def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer(persistent=False).start()
-    try:
+    with RedisServer(persistent=False) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 @pytest.fixture(scope="module")

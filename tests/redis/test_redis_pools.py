@@ -225,11 +225,8 @@ async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> No
 
 @pytest.fixture(scope="module")
 def own_redis() -> Iterator[RedisServer]:
-    server = RedisServer(persistent=False).start()
-    try:
+    with RedisServer(persistent=False) as server:
         yield server
-    finally:
-        server.cleanup()
 
 
 async def test_a_frozen_redis_fails_within_one_command_timeout(
