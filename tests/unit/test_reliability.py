@@ -165,7 +165,6 @@ async def test_concurrent_sends_on_one_new_context_run_exactly_one_turn(
     backend: Backend, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
     rounds, senders = 12, 8
-    llm.script(*(text(f"answer {n}") for n in range(rounds)))
     create = backend.tasks.create
 
     async def slow_create(task: Task, *, owner: str) -> TaskRecord:
@@ -178,6 +177,11 @@ async def test_concurrent_sends_on_one_new_context_run_exactly_one_turn(
     async with _handler(backend, llm) as handler:
         for n in range(rounds):
             context_id = f"ctx-race-{n}"
+            # The turn that wins stays in its model call until every sender has its answer: a
+            # turn that ended meanwhile would free the context, and a later send may then start
+            # the next turn there (rightly), which is not the race this test is about.
+            answered = asyncio.Event()
+            llm.script(blocked(answered, then=text(f"answer {n}")))
             results = await asyncio.gather(
                 *(
                     handler.send_message(_send(f"q{n}-{i}", context_id=context_id), owner=OWNER)
@@ -189,6 +193,7 @@ async def test_concurrent_sends_on_one_new_context_run_exactly_one_turn(
             refused = [result for result in results if isinstance(result, BaseException)]
             assert len(accepted) == 1, f"round {n}: {len(accepted)} turns started on one context"
             assert all(isinstance(error, UnsupportedOperationError) for error in refused), refused
+            answered.set()
             assert await _settled(handler, accepted[0].id) == TaskState.COMPLETED
             conversation = await backend.messages.window(context_id, owner=OWNER, limit=100)
             assert [message.role for message in conversation] == ["user", "assistant"]
