@@ -28,11 +28,11 @@ from app.errors import (
     VersionNotSupportedError,
     as_a2a_error,
 )
-from app.json_body import check_depth, check_json_media_type, parse_json
+from app.json_body import check_depth, check_json_media_type, parse_json, render_json
 from app.jsonrpc_v03 import v03_methods
 from app.metrics import RequestRecord
 from app.operations import JsonObject
-from app.sse import JournalStream, dumps, frame
+from app.sse import JournalStream, frame
 from app.wire_v1 import render_entry
 from stores.models import JournalEntry
 
@@ -126,7 +126,9 @@ def _is_notification(payload: JsonObject) -> bool:
 def _response(
     payload: JsonObject, headers: dict[str, str] | None = None, status_code: int = 200
 ) -> Response:
-    return Response(dumps(payload), status_code, media_type="application/json", headers=headers)
+    return Response(
+        render_json(payload), status_code, media_type="application/json", headers=headers
+    )
 
 
 class JsonRpcBinding(Binding):
@@ -283,11 +285,11 @@ class _ResponseFrames:
 
     def __init__(self, request_id: JsonId, render: Callable[[JournalEntry], bytes]) -> None:
         self._request_id = request_id
-        self._head = b'{"jsonrpc":"2.0","id":' + dumps(request_id).encode() + b',"result":'
+        self._head = b'{"jsonrpc":"2.0","id":' + render_json(request_id) + b',"result":'
         self._render = render
 
     def result(self, entry: JournalEntry) -> bytes:
         return self._head + self._render(entry) + b"}"
 
     def error(self, error: A2AError) -> bytes:
-        return frame(dumps(error_payload(self._request_id, error)).encode())
+        return frame(render_json(error_payload(self._request_id, error)))

@@ -7,7 +7,6 @@ Errors keep their codes, which the two generations share.
 
 from __future__ import annotations
 
-import json
 from collections.abc import AsyncIterator, Awaitable, Callable
 from typing import Any
 
@@ -15,6 +14,7 @@ from starlette.responses import Response
 
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidParamsError
+from app.json_body import render_json
 from app.operations import JsonObject, Operations
 from app.wire_v03 import (
     Dialect,
@@ -40,7 +40,7 @@ _RPC = Dialect.JSONRPC
 def render_entry_v03(entry: JournalEntry) -> bytes:
     """A journal entry as a JSON-RPC 0.3 event (`{"kind": "status-update", ..., "final": ...}`)."""
     payload = response_out(render_event(entry.event), _RPC)
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return render_json(payload)
 
 
 async def _failed(error: A2AError) -> AsyncIterator[list[JournalEntry]]:

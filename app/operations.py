@@ -35,6 +35,7 @@ from app.wire_v1 import (
     TaskIdParams,
     render_event,
     render_task,
+    render_task_json,
 )
 from stores.base import PushConfigStore, TaskQuery
 from stores.ids import new_id
@@ -290,6 +291,8 @@ class Operations:
         if isinstance(reply, Message):  # answered directly: a Message, no task
             return render_event(MessageReply(message=reply))
         history_length = parsed.configuration.history_length if parsed.configuration else None
+        if generation == "1.0":  # written as it is; the 0.3 bindings translate the dict
+            return {"task": render_task_json(reply, history_length=history_length)}
         return {"task": render_task(reply, history_length=history_length)}
 
     async def stream_message(

@@ -7,10 +7,9 @@ the 0.3 JSON form at each state change (what 0.3 servers sent). See agent.push f
 
 from __future__ import annotations
 
-import json
-
 from agent.outbound import OutboundPolicy, outbound_client
 from agent.push import PushDelivery, PushPolicy
+from app.json_body import render_json
 from app.settings import Settings
 from app.wire_v03 import Dialect, task_out
 from app.wire_v1 import render_entry, render_task
@@ -33,7 +32,7 @@ def push_policy(settings: Settings) -> OutboundPolicy:
 
 
 def render_task_v03(task: Task) -> bytes:
-    return json.dumps(task_out(render_task(task), Dialect.JSONRPC), separators=(",", ":")).encode()
+    return render_json(task_out(render_task(task), Dialect.JSONRPC))
 
 
 def build_push_delivery(

@@ -27,11 +27,11 @@ from app.errors import (
     as_a2a_error,
     http_error,
 )
-from app.json_body import check_depth, check_json_media_type, parse_json
+from app.json_body import check_depth, check_json_media_type, parse_json, render_json
 from app.jsonrpc import check_version, error_payload
 from app.metrics import Metrics, RequestRecord
 from app.operations import JsonObject
-from app.sse import JournalStream, dumps, frame
+from app.sse import JournalStream, frame
 from app.wire_v1 import render_entry
 from stores.models import JournalEntry
 
@@ -75,7 +75,9 @@ async def framework_error(request: Request, exc: Exception) -> Response:
     logger.debug("%s %s | refused: status=<%s>", request.method, request.url.path, status_code)
     if request.url.path == "/":
         payload = error_payload(None, error)
-        return Response(dumps(payload), status_code, headers=headers, media_type="application/json")
+        return Response(
+            render_json(payload), status_code, headers=headers, media_type="application/json"
+        )
     return json_response(error_body(error, http_status=status_code), request, status_code, headers)
 
 
@@ -90,7 +92,7 @@ def json_response(
         request.headers.get("content-type", "") + request.headers.get("accept", "")
     )
     media_type = "application/a2a+json" if wants_a2a else "application/json"
-    return Response(dumps(payload), status_code, headers=headers, media_type=media_type)
+    return Response(render_json(payload), status_code, headers=headers, media_type=media_type)
 
 
 Endpoint = Callable[[Request, CallContext], Awaitable[Response]]
@@ -267,6 +269,6 @@ def sse_response(
     return JournalStream(
         entries,
         render=render,
-        render_error=lambda error: frame(dumps(error_body(error)).encode(), event="error"),
+        render_error=lambda error: frame(render_json(error_body(error)), event="error"),
         metrics=metrics,
     )

@@ -7,8 +7,6 @@ as the 1.0 routes (as a2a-python's 0.3 adapter answers). 0.3 has no ListTasks ov
 
 from __future__ import annotations
 
-import json
-
 from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
@@ -16,6 +14,7 @@ from starlette.routing import Route
 from app.binding import Binding
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError
+from app.json_body import render_json
 from app.operations import JsonObject
 from app.rest import Endpoint, guarded, json_response, query_params, read_body, sse_response
 from app.wire_v03 import (
@@ -36,7 +35,7 @@ _REST = Dialect.REST
 def render_entry_rest_v03(entry: JournalEntry) -> bytes:
     """A journal entry as a 0.3 ProtoJSON StreamResponse (`{"statusUpdate": {..., "final"}}`)."""
     payload = response_out(render_event(entry.event), _REST)
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+    return render_json(payload)
 
 
 def _history_length(request: Request) -> JsonObject:

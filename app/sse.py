@@ -18,7 +18,6 @@ for it.
 from __future__ import annotations
 
 import asyncio
-import json
 import time
 from collections.abc import AsyncIterator, Callable
 from typing import Any
@@ -36,10 +35,6 @@ _HEADERS = [
     (b"cache-control", b"no-store"),
     (b"x-accel-buffering", b"no"),  # proxies (nginx) must not buffer the stream
 ]
-
-
-def dumps(payload: Any) -> str:
-    return json.dumps(payload, separators=(",", ":"), ensure_ascii=False)
 
 
 def frame(data: bytes, *, event_id: str | None = None, event: str | None = None) -> bytes:

@@ -6,14 +6,16 @@ response-shaping rules (historyLength, includeArtifacts). Params accept camelCas
 
 from __future__ import annotations
 
-import json
 from datetime import datetime
 from typing import Any
 
+import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from app.json_body import render_json
 from app.limits import RequestLimits
+from stores.codec import dump_task
 from stores.models import (
     ArtifactUpdate,
     JournalEntry,
@@ -128,6 +130,17 @@ def render_task(
     return payload
 
 
+def render_task_json(
+    task: Task, *, history_length: int | None = None
+) -> dict[str, Any] | orjson.Fragment:
+    """`render_task` for `render_json`. Unshaped, it is the task's stored form (which is its 1.0
+    wire form), written by pydantic-core in one pass rather than built as a dict and written
+    again: a SendMessage's reply is the whole task."""
+    if history_length is None:
+        return orjson.Fragment(dump_task(task))
+    return render_task(task, history_length=history_length)
+
+
 _STREAM_RESPONSE_FIELDS = {b"status": b"statusUpdate", b"artifact": b"artifactUpdate"}
 
 
@@ -137,7 +150,7 @@ def render_entry(entry: JournalEntry) -> bytes:
     stored, kind = entry.stored, entry.kind.encode()
     prefix = b'{"kind":"' + kind + b'",'
     if not stored.startswith(prefix):
-        return json.dumps(render_event(entry.event), separators=(",", ":")).encode()
+        return render_json(render_event(entry.event))
     if kind in (b"task", b"message"):  # `{"kind":K,"task":{...}}`: the one field is the payload
         return b"{" + stored[len(prefix) :]
     return b'{"' + _STREAM_RESPONSE_FIELDS[kind] + b'":{' + stored[len(prefix) :] + b"}"
