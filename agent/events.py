@@ -5,10 +5,11 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
+from agent.state import LoopState
 from stores.models import Artifact, ChatMessage
 
 if TYPE_CHECKING:
-    from agent.state import Awaiting, LoopState
+    from agent.state import Awaiting
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -123,10 +124,21 @@ class TurnFailed:
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class CheckpointReached:
-    """The loop's state at a safe point; persisting it lets the turn resume from here."""
+    """The loop's state at a safe point, in the JSON form a checkpoint stores (so it stays what
+    the state was, whatever the loop does next); persisting it lets the turn resume from here.
+    Written once, where the state is reached: a copy to serialize later cost as much again."""
 
-    state: LoopState
+    saved: str
     kind: Literal["checkpoint"] = "checkpoint"
+
+    @classmethod
+    def of(cls, state: LoopState) -> CheckpointReached:
+        return cls(saved=state.model_dump_json())
+
+    @property
+    def state(self) -> LoopState:
+        """The state at the safe point, read back (a new object each time)."""
+        return LoopState.model_validate_json(self.saved)
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

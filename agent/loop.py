@@ -190,7 +190,7 @@ class AgentLoop:
                     failed = self._failed(str(exc), state, rejected=exc.rejected)
                     raise _TurnEnded(failed) from exc
                 if state.awaiting is not None:
-                    yield CheckpointReached(state=state.frozen_copy())
+                    yield CheckpointReached.of(state)
                     yield TurnSuspended(awaiting=state.awaiting)
                     return
                 yield ToolRound.commit(state)
@@ -207,7 +207,7 @@ class AgentLoop:
                         state,
                     )
                 )
-            yield CheckpointReached(state=state.frozen_copy())
+            yield CheckpointReached.of(state)
             state.iterations += 1
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
@@ -231,7 +231,7 @@ class AgentLoop:
                 return
             state.pending_content = response.content or None
             state.pending_calls = response.tool_calls
-            yield CheckpointReached(state=state.frozen_copy())
+            yield CheckpointReached.of(state)
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext

@@ -23,6 +23,7 @@ import time
 import uuid
 from dataclasses import dataclass, field
 
+import orjson
 from opentelemetry.context import Context
 from pydantic import BaseModel
 
@@ -78,6 +79,16 @@ class TurnCheckpoint(BaseModel):
     chunks_sent: int
     trace_carrier: Carrier = {}
     """The turn's trace context, so the turn goes on in the same trace wherever it resumes."""
+
+    @staticmethod
+    def saved(
+        loop_state: str, *, artifact_id: str, chunks_sent: int, trace_carrier: Carrier
+    ) -> str:
+        """The stored form (`model_dump_json`) of a checkpoint of `loop_state`, itself already
+        in its stored form (`CheckpointReached.saved`): written around it, not parsed again."""
+        fields = {"artifact_id": artifact_id, "chunks_sent": chunks_sent}
+        checkpoint = {"loop": orjson.Fragment(loop_state), **fields, "trace_carrier": trace_carrier}
+        return orjson.dumps(checkpoint).decode()
 
 
 @dataclass(kw_only=True)
@@ -167,8 +178,8 @@ class TurnPublisher:
                 await self._progress(turn, f"{name}: {text}")
             case ArtifactProduced(artifact=artifact):
                 await self._produce(turn, artifact)
-            case CheckpointReached(state=state):
-                await self._save_checkpoint(turn, state)
+            case CheckpointReached(saved=loop_state):
+                await self._save_checkpoint(turn, loop_state)
             case TurnSuspended(awaiting=awaiting):
                 await self._flush(turn)
                 turn.suspended = True
@@ -278,15 +289,14 @@ class TurnPublisher:
         )
         self.observer.on_turn_ended(report)
 
-    async def _save_checkpoint(self, turn: Turn, state: LoopState) -> None:
+    async def _save_checkpoint(self, turn: Turn, loop_state: str) -> None:
         await self._flush(turn)  # the checkpoint's chunk count must cover every chunk sent
-        checkpoint = TurnCheckpoint(
-            loop=state,
+        saved = TurnCheckpoint.saved(
+            loop_state,
             artifact_id=turn.artifact_id,
             chunks_sent=turn.chunks_sent,
             trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
         )
-        saved = checkpoint.model_dump_json()
         await self.written(turn)
         await persistently(
             lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner, fence=turn.fence),

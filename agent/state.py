@@ -67,8 +67,3 @@ class LoopState(BaseModel):
     """Tools the client declared for this task (it runs them; the turn waits for results)."""
     tool_inputs: dict[str, ToolInput] = Field(default_factory=dict)
     """Pending calls that wait for the user, by call id (ToolNeedsInput)."""
-
-    def frozen_copy(self) -> LoopState:
-        """A copy sharing nothing with this state, made the way a checkpoint stores and loads
-        it (JSON, by pydantic-core: several times faster than a deep copy)."""
-        return LoopState.model_validate_json(self.model_dump_json())

@@ -185,7 +185,7 @@ class ToolRound:
                 state.tool_inputs[result.call_id] = ToolInput(
                     question=asked.question, state=asked.state
                 )
-                events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
+                events.put_nowait(CheckpointReached.of(state))
                 return
             state.tool_inputs.pop(result.call_id, None)
             state.tool_calls_made += 1  # counted with the result, so a checkpoint has both
@@ -203,7 +203,7 @@ class ToolRound:
                     duration_s=time.monotonic() - began.get(result.call_id, time.monotonic()),
                 )
             )
-            events.put_nowait(CheckpointReached(state=state.model_copy(deep=True)))
+            events.put_nowait(CheckpointReached.of(state))
 
         execution = asyncio.create_task(
             self._toolbox.run(

@@ -37,6 +37,7 @@ from stores.base import (
     TaskStore,
     TaskUnreadable,
 )
+from stores.codec import dump_task, snapshot_event, stored_entry
 from stores.ids import new_id
 from stores.models import (
     JournalEntry,
@@ -160,7 +161,9 @@ class RequestHandler:
         async def start() -> AsyncGenerator[list[JournalEntry] | None, None]:
             if (reply := await self._direct_reply(request, owner=owner)) is not None:
                 return _only(JournalEntry(position=1, event=MessageReply(message=reply)))
-            record = await self._begin(request, owner=owner)
+            # The turn may take the new task itself: the stream's first event is written from
+            # the record's stored form, which the turn does not change.
+            record = await self._begin(request, owner=owner, hand_over=True)
             return self._snapshot_then_tail(record, owner=owner, at_interrupt=True)
 
         return await self._open_stream(start, owner=owner)
@@ -320,6 +323,8 @@ class RequestHandler:
                 )
             try:
                 record = await self._tasks.create(task, owner=owner)
+                if record.stored is None:  # taken before the turn can change the task
+                    record.stored = dump_task(task)
                 await self._register_push(request, task_id, owner=owner)
                 self._runner.launch_new(
                     start,
@@ -471,7 +476,10 @@ class RequestHandler:
         """The task as it stands, then its events. The snapshot says the task goes on, so the
         first read may wait (it answers at once if entries came meanwhile): one store call per
         new subscriber, not three."""
-        snapshot = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
+        if record.stored is None:
+            snapshot = JournalEntry(position=record.position, event=TaskSnapshot(task=record.task))
+        else:  # written as it is: not parsed, nor serialized again
+            snapshot = stored_entry(record.position, snapshot_event(record.stored))
         return self._tail(
             record.task.id,
             owner=owner,

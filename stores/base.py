@@ -110,7 +110,7 @@ class TaskStore(ABC):
     @abstractmethod
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         """Store a new task; its journal starts with the task itself at position 1. The record
-        holds `task` itself: the store keeps a copy of its own, in the stored form."""
+        holds `task` itself and the stored form the store keeps of it (`stored`)."""
 
     @abstractmethod
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:

@@ -155,7 +155,7 @@ class InMemoryTaskStore(TaskStore):
         self._tasks[(owner, task.id)] = stored
         if stored.state.is_terminal:
             self._ended[(owner, task.id)] = None
-        return TaskRecord(task=task, owner=owner, position=1)
+        return TaskRecord(task=task, owner=owner, position=1, stored=stored.snapshot)
 
     def _make_room(self) -> None:
         """Drop the tasks that ended longest ago (with their journals): a hundredth of the
@@ -178,7 +178,12 @@ class InMemoryTaskStore(TaskStore):
         stored = self._tasks.get((owner, task_id))
         if stored is None:
             return None
-        return TaskRecord(task=stored.task(task_id), owner=owner, position=stored.snapshot_position)
+        return TaskRecord(
+            task=stored.task(task_id),
+            owner=owner,
+            position=stored.snapshot_position,
+            stored=stored.snapshot,
+        )
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         matching = [

@@ -289,6 +289,9 @@ class TaskRecord(BaseModel):
     task: Task
     owner: str
     position: int
+    stored: bytes | None = None
+    """`task` in its stored form (`stores.codec`) as the store wrote or read it, when it had it
+    at hand: what the task was at `position`, even after the holder of `task` changed it."""
 
 
 # --- The conversation the model sees (per context) ---------------------------------------------

@@ -187,7 +187,7 @@ class RedisTaskStore(TaskStore):
 
         with redis_available():
             await self._batcher.run_pipeline(build, scripts=[_CREATE])
-        return TaskRecord(task=task, owner=owner, position=1)
+        return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
@@ -198,7 +198,9 @@ class RedisTaskStore(TaskStore):
         if raw is None or position is None:
             return None
         try:
-            return TaskRecord(task=load_task(raw), owner=owner, position=int(position))
+            task = load_task(raw)
+            stored = raw if isinstance(raw, bytes) else raw.encode()
+            return TaskRecord(task=task, owner=owner, position=int(position), stored=stored)
         except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
             raise TaskUnreadable(task_id) from exc
 

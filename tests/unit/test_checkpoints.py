@@ -12,9 +12,11 @@ from typing import Any
 
 import pytest
 
+from agent.events import CheckpointReached
 from agent.loop import ANSWER_SEPARATOR
 from agent.publisher import TurnCheckpoint
 from agent.runner import LeaseTaken, TaskRunner
+from agent.state import LoopState
 from stores.models import ChatMessage, JournalEntry, TaskState, ToolCall
 
 from .engine_helpers import (
@@ -323,3 +325,19 @@ async def test_recovered_turn_counts_the_tool_calls_made_before_the_crash(
     assert log.count("add") == 1
     final = await stores.snapshot(task.id)
     assert final.metadata["usage"]["toolCalls"] == 1
+
+
+def test_a_checkpoint_written_around_the_saved_state_is_what_pydantic_writes() -> None:
+    state = LoopState(
+        conversation=[ChatMessage(role="user", content='say "é" \n twice')],
+        iterations=2,
+        pending_calls=[ToolCall(id="c1", name="add", arguments='{"a": 1}')],
+    )
+    saved = CheckpointReached.of(state).saved
+    state.iterations = 3  # the loop goes on: the event keeps the state it was given
+    fields: dict[str, Any] = {"artifact_id": "art-1", "chunks_sent": 4}
+    fields["trace_carrier"] = {"traceparent": "00-abc-def-01"}
+    written = TurnCheckpoint.saved(saved, **fields)
+    expected = TurnCheckpoint(loop=LoopState.model_validate_json(saved), **fields)
+    assert written == expected.model_dump_json()
+    assert TurnCheckpoint.model_validate_json(written).loop.iterations == 2

@@ -2,19 +2,30 @@
 
 from __future__ import annotations
 
+import contextlib
+import json
 from typing import Any
 
 import pytest
 from pydantic import ValidationError
 
 from app.errors import InvalidParamsError, JSONParseError
-from app.json_body import check_depth, parse_json
+from app.json_body import check_depth, parse_json, render_json
 from app.settings import Settings
-from app.wire_v1 import render_task
+from app.wire_v1 import render_task, render_task_json
 from stores.base import TaskQuery
 from stores.codec import dump_event, dump_task, load_event, load_task
 from stores.memory import InMemoryTaskStore
-from stores.models import Task, TaskSnapshot
+from stores.models import (
+    Artifact,
+    Message,
+    Part,
+    Role,
+    Task,
+    TaskSnapshot,
+    TaskState,
+    TaskStatus,
+)
 
 
 def nested(levels: int, inner: Any = "x") -> Any:
@@ -87,3 +98,39 @@ async def test_the_setting_stays_within_what_the_stores_read_back() -> None:
     await store.create(task, owner="o")
     (listed,) = (await store.list(TaskQuery(), owner="o")).tasks
     assert render_task(listed)["history"][0]["parts"][0]["data"] == data
+
+
+@pytest.mark.parametrize(
+    "payload",
+    [
+        {
+            "jsonrpc": "2.0",
+            "id": 7,
+            "result": {"text": "unicode é 漢字 🙂 \u2028", "n": [1.5, None]},
+        },
+        {"id": 2**70},  # beyond orjson's 64 bits: the stdlib writes it
+        {"text": "a lone surrogate \ud800 from a model"},  # not UTF-8: escaped by the stdlib
+    ],
+)
+def test_a_rendered_payload_is_valid_json_of_the_same_value(payload: dict[str, Any]) -> None:
+    rendered = render_json(payload)
+    assert isinstance(rendered, bytes)
+    assert json.loads(rendered) == payload
+    with contextlib.suppress(UnicodeEncodeError):  # compact, non-ASCII as it is where it can be
+        assert rendered == json.dumps(payload, separators=(",", ":"), ensure_ascii=False).encode()
+
+
+def test_a_task_reply_is_its_stored_form_and_renders_as_the_dict_would() -> None:
+    task = Task(
+        id="t-1",
+        context_id="c-1",
+        status=TaskStatus(state=TaskState.COMPLETED),
+        history=[Message(message_id="m-1", role=Role.USER, parts=[Part(text="hi é")])],
+        artifacts=[Artifact(artifact_id="a-1", name="answer", parts=[Part(text="yes")])],
+        metadata={"usage": {"promptTokens": 3}},
+    )
+    fragment = render_task_json(task)
+    assert render_json({"task": fragment}) == b'{"task":' + dump_task(task) + b"}"
+    assert json.loads(render_json({"task": fragment})) == {"task": render_task(task)}
+    # Shaped (historyLength), it is render_task's dict.
+    assert render_task_json(task, history_length=0) == render_task(task, history_length=0)

@@ -30,7 +30,7 @@ from stores.base import (
     TaskQuery,
     TaskStore,
 )
-from stores.codec import dump_event
+from stores.codec import dump_event, load_task, snapshot_event
 from stores.memory import InMemoryCheckpointStore, InMemoryMessageStore, InMemoryTaskStore
 from stores.models import (
     Artifact,
@@ -278,6 +278,23 @@ async def test_create_and_publish_keep_their_own_copy(task_store: TaskStore, own
     )
     snapshot.status.state = TaskState.CANCELED  # changed after publish
     assert (await task_store.get(task.id, owner=owner)).task.status.state == TaskState.WORKING
+
+
+async def test_records_carry_the_stored_form_the_task_had(
+    task_store: TaskStore, owner: str
+) -> None:
+    """A record's `stored` is its task as stored: a stream writes its first event from it while
+    the turn (which took the task itself) changes the task."""
+    task = make_task()
+    created = await task_store.create(task, owner=owner)
+    assert created.stored is not None
+    assert load_task(created.stored) == task
+    task.status.state = TaskState.WORKING  # the turn goes on with the task itself
+    assert load_task(created.stored).status.state == TaskState.SUBMITTED
+    fetched = await task_store.get(task.id, owner=owner)
+    assert fetched is not None and fetched.stored == created.stored
+    entry = (await task_store.read(task.id, owner=owner, after=0, timeout_s=0))[0]
+    assert entry.stored == snapshot_event(created.stored)
 
 
 async def test_journal_starts_with_the_task_at_position_1(
