@@ -18,7 +18,7 @@ from agent.tools import ToolLoadError
 from app.auth import AuthConfigurationError
 from app.connections import raise_open_files_limit, with_limits
 from app.drain import Drain
-from app.logs import configure_logging
+from app.logs import configure_logging, lines_written_per_loop_pass
 from app.main import create_app
 from app.settings import Settings
 
@@ -50,7 +50,8 @@ class DrainingServer(uvicorn.Server):
 
     async def serve(self, sockets: list[socket.socket] | None = None) -> None:
         self._loop = asyncio.get_running_loop()
-        await super().serve(sockets)
+        with lines_written_per_loop_pass(self._loop):
+            await super().serve(sockets)
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop

@@ -2,16 +2,18 @@
 
 from __future__ import annotations
 
+import asyncio
 import io
 import json
 import logging
 from collections.abc import Iterator
+from datetime import UTC, datetime
 from typing import Any
 
 import httpx
 import pytest
 
-from app.logs import configure_logging
+from app.logs import JsonFormatter, TextFormatter, configure_logging, lines_written_per_loop_pass
 from app.main import create_app, describe_stores
 from app.settings import Settings
 
@@ -90,3 +92,46 @@ async def test_one_line_per_request_and_per_turn_without_message_text(
     assert "method=<GetTask>" in requests[1] and "outcome=<TASK_NOT_FOUND>" in requests[1]
     assert "task_id=<missing>" in requests[1]
     assert not [line for line in lines if "private question" in line or "secret answer" in line]
+
+
+class CountedWrites(io.StringIO):
+    def __init__(self) -> None:
+        super().__init__()
+        self.writes = 0
+
+    def write(self, text: str) -> int:
+        self.writes += 1
+        return super().write(text)
+
+
+@pytest.mark.parametrize("created", [1_764_129_600.0, 1_764_129_600.25, 1_764_129_659.999])
+def test_times_are_logging_s_own_format_with_seconds_rendered_once(created: float) -> None:
+    record = logging.makeLogRecord({"msg": "m", "created": created, "msecs": 0})
+    record.msecs = int((created - int(created)) * 1000)
+    text = TextFormatter()
+    assert text.formatTime(record) == logging.Formatter().formatTime(record)
+    assert text.formatTime(record) == text.formatTime(record)  # the cached second
+    logged = json.loads(JsonFormatter().format(record))["time"]
+    expected = datetime.fromtimestamp(created, UTC).isoformat(timespec="milliseconds")
+    assert logged == expected
+
+
+@pytest.mark.usefixtures("restored_logging")
+async def test_lines_logged_on_the_loop_are_written_once_per_pass_in_order() -> None:
+    out = CountedWrites()
+    configure_logging(Settings(), stream=out)
+    log = logging.getLogger("app.test")
+    with lines_written_per_loop_pass(asyncio.get_running_loop()):
+        for n in range(3):
+            log.info("line %d", n)
+        assert (out.writes, out.getvalue()) == (0, "")  # waiting for the end of the pass
+        await asyncio.sleep(0)
+        assert out.writes == 1
+        log.info("line 3")
+        # Another thread's line is written at once, after the one still waiting.
+        await asyncio.to_thread(log.info, "from a thread")
+        assert out.writes == 3
+        log.info("line 4")
+    assert out.writes == 4  # the waiting line is written when the loop's use ends
+    messages = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
+    assert messages == [*(f"line {n}" for n in range(4)), "from a thread", "line 4"]
