@@ -24,6 +24,7 @@ from app.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
+from app.sse import LastEntries
 from stores.base import (
     Fence,
     InvalidPageToken,
@@ -84,7 +85,7 @@ DirectReplier = Callable[[str, Message], Awaitable[str | None]]
 
 
 async def _only(entry: JournalEntry) -> AsyncGenerator[list[JournalEntry], None]:
-    yield [entry]
+    yield LastEntries([entry])
 
 
 class RequestHandler:
@@ -514,9 +515,11 @@ class RequestHandler:
         end of a task that has ended must not hang.
         """
         if first is not None:  # yielded here, not by a generator around this one: one frame
-            yield [first]  # fewer held by every idle stream
+            # fewer held by every idle stream
             if ends_stream(first.state, at_interrupt=at_interrupt):
+                yield LastEntries([first])
                 return
+            yield [first]
             del first  # an idle stream holds no copy of the task
         block_s = self._read_block_s if wait_first else 0.0
         while True:
@@ -537,7 +540,7 @@ class RequestHandler:
                 continue
             for n, entry in enumerate(entries):
                 if ends_stream(entry.state, at_interrupt=at_interrupt):
-                    yield entries[: n + 1]
+                    yield LastEntries(entries[: n + 1])
                     return
             after = entries[-1].position
             yield entries

@@ -17,8 +17,10 @@ import time
 from collections.abc import Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
+from datetime import datetime
 from typing import Any
 
+import orjson
 from prometheus_client import (
     CONTENT_TYPE_LATEST,
     CollectorRegistry,
@@ -34,7 +36,7 @@ from starlette.responses import Response
 
 from agent.observer import TurnObserver, TurnReport
 from app.logs import logged_by_a_binding
-from stores.models import JournalEntry, StatusUpdate, utc_now
+from stores.models import JournalEntry
 
 logger = logging.getLogger("app.requests")
 
@@ -227,11 +229,20 @@ class Metrics(TurnObserver):
         after Last-Event-ID, a subscribe's catch-up) would count the client's absence as lag."""
         if entry.kind != "status":  # the common artifact update is not parsed for this
             return
-        event = entry.event
-        if isinstance(event, StatusUpdate):
-            published = event.status.timestamp.timestamp()
-            if published >= opened_at - 0.001:  # timestamps are to the millisecond
-                self.journal_lag.observe(max(0.0, utc_now().timestamp() - published))
+        published = _published_at(entry)
+        if published is not None and published >= opened_at - 0.001:  # to the millisecond
+            self.journal_lag.observe(max(0.0, time.time() - published))
 
     async def endpoint(self, _: Request) -> Response:
         return Response(generate_latest(self.registry), media_type=CONTENT_TYPE_LATEST)
+
+
+def _published_at(status_update: JournalEntry) -> float | None:
+    """When a status update was published (its status timestamp, epoch seconds), read from its
+    stored form with orjson: building the event to read one field cost a stream more than
+    writing it. None if it says no time."""
+    try:
+        stamp = orjson.loads(status_update.stored)["status"]["timestamp"]
+        return datetime.fromisoformat(stamp).timestamp()
+    except (orjson.JSONDecodeError, KeyError, TypeError, ValueError):
+        return None

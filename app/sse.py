@@ -37,6 +37,13 @@ _HEADERS = [
 ]
 
 
+class LastEntries(list[JournalEntry]):
+    """A stream's last entries: the response ends with them, in the same write (no write of
+    its own for the end of the body)."""
+
+    __slots__ = ()
+
+
 def frame(data: bytes, *, event_id: str | None = None, event: str | None = None) -> bytes:
     """One SSE event. `data` is one line of JSON (JSON text never holds a raw line break)."""
     head = b""
@@ -81,10 +88,11 @@ class JournalStream(Response):
         metrics.open_streams.add(1)
         try:
             await send({"type": "http.response.start", "status": 200, "headers": list(_HEADERS)})
-            failed = False
-            while not failed:
+            more = True
+            while more:
                 batch: list[JournalEntry] | None = None
                 frames: list[bytes] = []
+                failed = False
                 try:
                     batch = await anext(entries)
                     # None: nothing new for a while, a comment keeps the connection alive
@@ -94,13 +102,16 @@ class JournalStream(Response):
                 except Exception as exc:  # reading or rendering: the stream's last event
                     frames.append(self._render_error(as_a2a_error(exc, where="SSE stream")))
                     failed = True
+                more = not failed and not isinstance(batch, LastEntries)
+                self._finished = not more
                 body = b"".join(frames)
-                await send({"type": "http.response.body", "body": body, "more_body": True})
+                await send({"type": "http.response.body", "body": body, "more_body": more})
                 if batch:
                     self._count_sent(batch[: len(frames) - failed], opened_at)
                 del batch, frames, body  # an idle stream holds nothing it has sent
-            self._finished = True
-            await send({"type": "http.response.body", "body": b"", "more_body": False})
+            if more:  # the entries ended without saying so beforehand
+                self._finished = True
+                await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
             if not watcher.done() or watcher.cancelled() or not watcher.result():
                 raise  # cancelled from elsewhere (shutdown): not ours to swallow

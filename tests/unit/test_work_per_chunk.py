@@ -165,3 +165,34 @@ async def test_what_one_read_brings_goes_out_in_one_write() -> None:
         "TASK_STATE_COMPLETED"
     )
     assert len(writes) == 1, [write[:60] for write in writes]
+
+
+async def test_a_streams_last_events_end_its_response_in_the_same_write() -> None:
+    """The end of a stream's body (the chunked encoding's last chunk) goes out with its last
+    events, not in a write of its own."""
+    app = create_app(Settings(), llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
+    bodies: list[tuple[bytes, bool]] = []
+
+    async def recording(scope: Any, receive: Any, send: Any) -> None:
+        async def recorded_send(message: Any) -> None:
+            if message["type"] == "http.response.body":
+                bodies.append((message.get("body", b""), message.get("more_body", False)))
+            await send(message)
+
+        await app(scope, receive, recorded_send)
+
+    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    request = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
+    transport = httpx.ASGITransport(app=recording)
+    async with (
+        app.router.lifespan_context(app),
+        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
+    ):
+        streamed = await client.post(
+            "/", json={**request, "params": {"message": message}}, headers={"A2A-Version": "1.0"}
+        )
+    events = [line for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert len(events) == SHORT + 3
+    assert all(body for body, _ in bodies), "an empty write"
+    assert [more for _, more in bodies] == [True] * (len(bodies) - 1) + [False]
+    assert b"TASK_STATE_COMPLETED" in bodies[-1][0]
