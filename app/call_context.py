@@ -9,7 +9,7 @@ handler, the engine and later push, 0.3 and tools need (trace context, `Last-Eve
 
 from __future__ import annotations
 
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from dataclasses import dataclass, field
 from types import MappingProxyType
 from typing import Literal
@@ -70,8 +70,9 @@ class CallContext:
     """`A2A-Version` (header, or the query parameter of that name); None when absent."""
     requested_extensions: frozenset[str] = frozenset()
     """The extension URIs listed in `A2A-Extensions`."""
-    base_url: str | None = None
-    """The base URL the client reached this server at (what the card's interfaces name)."""
+    base_url_of: Callable[[], str] | None = field(default=None, compare=False, repr=False)
+    """Finds the base URL the client reached this server at: worked out only if asked for (one
+    operation does: the extended card), not for every request."""
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_carrier", _frozen(self.trace_carrier))
@@ -80,6 +81,11 @@ class CallContext:
     def owner(self) -> str:
         return self.principal.owner
 
+    @property
+    def base_url(self) -> str | None:
+        """The base URL the client reached this server at (what the card's interfaces name)."""
+        return self.base_url_of() if self.base_url_of is not None else None
+
     @classmethod
     def from_request(
         cls,
@@ -87,7 +93,7 @@ class CallContext:
         *,
         principal: Principal = ANONYMOUS_PRINCIPAL,
         query: Mapping[str, str] | None = None,
-        base_url: str | None = None,
+        base_url_of: Callable[[], str] | None = None,
     ) -> CallContext:
         """From request headers (Starlette's `Headers`, or any mapping; names in any case;
         repeated headers joined with commas) and, for `A2A-Version` only, the query string."""
@@ -105,7 +111,7 @@ class CallContext:
             last_event_id=lower.get("last-event-id") or None,
             protocol_version=version.strip() if version and version.strip() else None,
             requested_extensions=parse_extensions(lower.get("a2a-extensions", "")),
-            base_url=base_url,
+            base_url_of=base_url_of,
         )
 
 

@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import logging
 from collections.abc import Callable
+from functools import partial
 
 from starlette.requests import Request
 
@@ -53,7 +54,7 @@ class Edge:
             request.headers,
             principal=principal,
             query=request.query_params,
-            base_url=self._base_url(request) if self._base_url else None,
+            base_url_of=partial(self._base_url, request) if self._base_url else None,
         )
 
     async def aclose(self) -> None:
