@@ -49,7 +49,7 @@ from agent.retry import persistently
 from agent.state import LoopState
 from agent.tracing import Carrier, carrier_of, trace_id_of
 from stores.base import CheckpointStore, Fence, LeaseStore, MessageStore, TaskStore
-from stores.codec import ArtifactChunks
+from stores.codec import ArtifactChunks, dump_task
 from stores.ids import new_id
 from stores.models import (
     Artifact,
@@ -218,10 +218,12 @@ class TurnPublisher:
         update = StatusUpdate(
             task_id=task.id, context_id=task.context_id, status=task.status, metadata=metadata
         )
-        position = await self._publish(turn, update, task)
+        # Serialized here (for the store too): a blocking send returns it, written as it is.
+        stored = dump_task(task)
+        position = await self._publish(turn, update, task, stored)
         if state.is_terminal or state.is_interrupted:
             # Taken by the store: a blocking send returns this rather than read it back.
-            turn.settled = TaskRecord(task=task, owner=turn.owner, position=position)
+            turn.settled = TaskRecord(task=task, owner=turn.owner, position=position, stored=stored)
         self.observer.on_state_changed(state.value)
         # DEBUG: a turn's outcome is its INFO line (`report`); the steps are in the journal.
         logger.debug("task_id=<%s>, state=<%s> | task state changed", task.id, state.value)
@@ -305,14 +307,24 @@ class TurnPublisher:
         )
 
     async def _publish(
-        self, turn: Turn, event: StatusUpdate | ArtifactUpdate, snapshot: Task | None
+        self,
+        turn: Turn,
+        event: StatusUpdate | ArtifactUpdate,
+        snapshot: Task | None,
+        snapshot_stored: bytes | None = None,
     ) -> int:
         await self.written(turn)  # the journal keeps the order the turn made its events in
         task_id, owner, fence = turn.task.id, turn.owner, turn.fence
         event_id = next(_EVENT_IDS)  # the same for every retry: the store journals it once
         return await persistently(
             lambda: self._tasks.publish(
-                task_id, event, owner=owner, snapshot=snapshot, event_id=event_id, fence=fence
+                task_id,
+                event,
+                owner=owner,
+                snapshot=snapshot,
+                event_id=event_id,
+                fence=fence,
+                snapshot_stored=snapshot_stored,
             ),
             what="event publish",
             on_unavailable=self.observer.on_store_unavailable,

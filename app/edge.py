@@ -53,7 +53,8 @@ class Edge:
         return CallContext.from_request(
             request.headers,
             principal=principal,
-            query=request.query_params,
+            # The query string is parsed only if A2A-Version is not a header (the usual case).
+            query=None if "a2a-version" in request.headers else request.query_params,
             base_url_of=partial(self._base_url, request) if self._base_url else None,
         )
 

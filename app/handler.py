@@ -134,11 +134,19 @@ class RequestHandler:
         refused before anything is written). A drain cuts it short: the client gets the task as
         it stands (its id, at least), and another server finishes the turn.
         """
+        reply = await self.send_message_record(request, owner=owner)
+        return reply.task if isinstance(reply, TaskRecord) else reply
+
+    async def send_message_record(
+        self, request: SendRequest, *, owner: str
+    ) -> TaskRecord | Message:
+        """`send_message`, with the task's record: its stored form, when known, is the reply's
+        JSON, written as it is."""
         self._drain.refuse_new_work()
         if (reply := await self._direct_reply(request, owner=owner)) is not None:
             return reply
         if request.return_immediately:
-            return (await self._begin(request, owner=owner)).task
+            return await self._begin(request, owner=owner)
         with self._streams.held(owner):
             # The turn may take the new task itself: nothing here reads it while the turn runs.
             record = await self._begin(request, owner=owner, hand_over=True)
@@ -152,7 +160,9 @@ class RequestHandler:
                 if not self._drain.started:
                     raise
                 # on the way out: what we know beats an error without the task id
-        return settled.task if settled is not None else record.task
+        if settled is None:  # the turn has the task: its stored form is no longer its own
+            return TaskRecord(task=record.task, owner=owner, position=record.position)
+        return settled
 
     async def stream_message(
         self, request: SendRequest, *, owner: str

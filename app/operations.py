@@ -285,7 +285,7 @@ class Operations:
         self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
     ) -> JsonObject:
         parsed = parse(SendMessageParams, params, self._limits)
-        reply = await self._handler.send_message(
+        reply = await self._handler.send_message_record(
             self._send_request(parsed, context, generation), owner=context.owner
         )
         if isinstance(reply, Message):  # answered directly: a Message, no task
@@ -293,7 +293,7 @@ class Operations:
         history_length = parsed.configuration.history_length if parsed.configuration else None
         if generation == "1.0":  # written as it is; the 0.3 bindings translate the dict
             return {"task": render_task_json(reply, history_length=history_length)}
-        return {"task": render_task(reply, history_length=history_length)}
+        return {"task": render_task(reply.task, history_length=history_length)}
 
     async def stream_message(
         self, params: JsonObject, *, context: CallContext, generation: str = "1.0"

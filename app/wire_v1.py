@@ -24,6 +24,7 @@ from stores.models import (
     StatusUpdate,
     Task,
     TaskEvent,
+    TaskRecord,
     TaskSnapshot,
     TaskState,
 )
@@ -131,14 +132,15 @@ def render_task(
 
 
 def render_task_json(
-    task: Task, *, history_length: int | None = None
+    record: TaskRecord, *, history_length: int | None = None
 ) -> dict[str, Any] | orjson.Fragment:
-    """`render_task` for `render_json`. Unshaped, it is the task's stored form (which is its 1.0
-    wire form), written by pydantic-core in one pass rather than built as a dict and written
-    again: a SendMessage's reply is the whole task."""
+    """`render_task` of the record's task, for `render_json`. Unshaped, it is the task's stored
+    form (which is its 1.0 wire form): the record's own when it has it, else written by
+    pydantic-core in one pass, rather than built as a dict and written again (a SendMessage's
+    reply is the whole task)."""
     if history_length is None:
-        return orjson.Fragment(dump_task(task))
-    return render_task(task, history_length=history_length)
+        return orjson.Fragment(record.stored or dump_task(record.task))
+    return render_task(record.task, history_length=history_length)
 
 
 _STREAM_RESPONSE_FIELDS = {b"status": b"statusUpdate", b"artifact": b"artifactUpdate"}

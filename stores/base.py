@@ -137,12 +137,15 @@ class TaskStore(ABC):
         if_state: TaskState | None = None,
         event_id: str | None = None,
         fence: Fence | None = None,
+        snapshot_stored: bytes | None = None,
     ) -> int:
         """Append an event (or its stored form, see `stores.codec`) to the journal and return its
         position.
 
         When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
         as reflecting this position. Chunks are published without one (cheap streaming).
+        `snapshot_stored`, when the caller has it, is the snapshot's stored form
+        (`dump_task(snapshot)`): the store keeps it rather than write the task again.
         With `if_state` (and a snapshot) it is a compare-and-set: StateConflict, and nothing
         written, unless the stored task is in that state. Raises TaskGone if the task does not
         exist.

@@ -7,6 +7,7 @@ Redis holds the same bytes the in-memory store does.
 
 from __future__ import annotations
 
+import functools
 import re
 import uuid
 
@@ -46,36 +47,48 @@ class ArtifactChunks:
 
     __slots__ = ("_head", "_tails")
 
-    _MARK = f"text-{uuid.uuid4().hex}"  # stands for the text in the template
-
     def __init__(self, *, task_id: str, context_id: str, artifact_id: str, name: str) -> None:
-        artifact = Artifact(artifact_id=artifact_id, name=name, parts=[Part(text=self._MARK)])
-        template = dump_event(
-            ArtifactUpdate(
-                task_id=task_id,
-                context_id=context_id,
-                artifact=artifact,
-                append=True,
-                last_chunk=True,
-            )
+        around_ids, self._tails = _chunk_template(name)
+        ids = (to_json(task_id), to_json(context_id), to_json(artifact_id))
+        self._head = b"".join(
+            (around_ids[0], ids[0], around_ids[1], ids[1], around_ids[2], ids[2], around_ids[3])
         )
-        # The text comes after every id (the serializer keeps the declared field order), so the
-        # last occurrence of the mark is the text's, whatever a client put in its context id.
-        head, mark, tail = template.rpartition(to_json(self._MARK))
-        flags = b'"append":true,"lastChunk":true}'
-        assert mark and tail.endswith(flags), template
-        # After the text come only the artifact's name (ours) and the two flags.
-        stem = tail.removesuffix(flags)
-        self._head = head
-        self._tails = {
-            (append, last): b'%s"append":%s,"lastChunk":%s}'
-            % (stem, to_json(append), to_json(last))
-            for append in (False, True)
-            for last in (False, True)
-        }
 
     def render(self, text: str, *, append: bool, last: bool) -> bytes:
         return self._head + to_json(text) + self._tails[(append, last)]
+
+
+_MARKS = [f"{field}-{uuid.uuid4().hex}" for field in ("task", "context", "artifact", "text")]
+"""Stand for the ids and the text in a chunk's template: strings no one else writes."""
+
+
+@functools.lru_cache(maxsize=8)
+def _chunk_template(name: str) -> tuple[list[bytes], dict[tuple[bool, bool], bytes]]:
+    """The bytes of an answer chunk of artifact `name` around its three ids (four pieces), and
+    after its text (one per pair of `append` / `lastChunk` flags): written by the serializer
+    once per process, not once per turn. An id is serialized on its own where its mark was
+    (`to_json` of a string is what the serializer writes for a string field)."""
+    task_id, context_id, artifact_id, text = _MARKS
+    artifact = Artifact(artifact_id=artifact_id, name=name, parts=[Part(text=text)])
+    update = ArtifactUpdate(
+        task_id=task_id, context_id=context_id, artifact=artifact, append=True, last_chunk=True
+    )
+    rest = dump_event(update)
+    pieces = []
+    for mark in _MARKS:  # in the order the serializer writes them (the declared field order)
+        piece, found, rest = rest.partition(to_json(mark))
+        assert found, (mark, rest)
+        pieces.append(piece)
+    flags = b'"append":true,"lastChunk":true}'
+    assert rest.endswith(flags), rest
+    # After the text come only the artifact's name (ours) and the two flags.
+    stem = rest.removesuffix(flags)
+    tails = {
+        (append, last): b'%s"append":%s,"lastChunk":%s}' % (stem, to_json(append), to_json(last))
+        for append in (False, True)
+        for last in (False, True)
+    }
+    return pieces[:4], tails
 
 
 def load_event(raw: bytes | str) -> TaskEvent:

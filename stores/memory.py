@@ -88,8 +88,9 @@ class _StoredTask:
         stored.journal.append((1, snapshot_event(stored.snapshot)))
         return stored
 
-    def keep(self, task: Task, position: int) -> None:
-        self.snapshot, self.snapshot_position = dump_task(task), position
+    def keep(self, task: Task, position: int, stored: bytes | None = None) -> None:
+        self.snapshot = stored if stored is not None else dump_task(task)
+        self.snapshot_position = position
         self.state, self.context_id = task.status.state, task.context_id
         self.status_timestamp = task.status.timestamp
         self.timestamp_ms = int(task.status.timestamp.timestamp() * 1000)
@@ -223,6 +224,7 @@ class InMemoryTaskStore(TaskStore):
         if_state: TaskState | None = None,
         event_id: str | None = None,
         fence: Fence | None = None,
+        snapshot_stored: bytes | None = None,
     ) -> int:
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
         if stored is None:
@@ -231,7 +233,7 @@ class InMemoryTaskStore(TaskStore):
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
         self._append(stored, [dump_event(event)], event_id)
         if snapshot is not None:
-            stored.keep(snapshot, stored.position)
+            stored.keep(snapshot, stored.position, snapshot_stored)
             if stored.state.is_terminal:
                 self._ended[(owner, task_id)] = None  # a terminal state is the last one
         return stored.position

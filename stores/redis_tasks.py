@@ -276,6 +276,7 @@ class RedisTaskStore(TaskStore):
         if_state: TaskState | None = None,
         event_id: str | None = None,
         fence: Fence | None = None,
+        snapshot_stored: bytes | None = None,
     ) -> int:
         keys = self._publish_keys(owner, task_id)
         with redis_available():
@@ -285,7 +286,7 @@ class RedisTaskStore(TaskStore):
                 position = int(await self._batcher.run_script(_PUBLISH, keys, args))
             else:
                 fields = (
-                    dump_task(snapshot),
+                    snapshot_stored if snapshot_stored is not None else dump_task(snapshot),
                     *self._listing_fields(snapshot),
                     if_state.value if if_state is not None else "",
                 )

@@ -7,6 +7,7 @@ import pytest
 from pydantic_core import to_json
 
 from stores.codec import (
+    _MARKS,
     ArtifactChunks,
     dump_event,
     dump_task,
@@ -74,15 +75,16 @@ def test_the_flags_of_one_chunk_do_not_leak_into_the_next() -> None:
     assert final == expected("c", append=True, last=True)
 
 
-def test_a_context_id_that_looks_like_the_placeholder_is_kept() -> None:
-    # A client chooses its context id: even the placeholder's own text there changes nothing.
-    context_id = ArtifactChunks._MARK  # its JSON then occurs before the text's
+@pytest.mark.parametrize("placeholder", _MARKS)
+def test_ids_that_look_like_the_placeholders_are_kept(placeholder: str) -> None:
+    # A client chooses its context id: even a placeholder's own text there changes nothing.
+    context_id = placeholder
     assert to_json(context_id) in expected("x", append=True, last=False, context_id=context_id)
     chunks = ArtifactChunks(
         task_id="task-1", context_id=context_id, artifact_id="art-1", name="answer"
     )
-    rendered = chunks.render("hello", append=True, last=False)
-    assert rendered == expected("hello", append=True, last=False, context_id=context_id)
+    rendered = chunks.render(placeholder, append=True, last=False)
+    assert rendered == expected(placeholder, append=True, last=False, context_id=context_id)
     event = load_event(rendered)
     assert isinstance(event, ArtifactUpdate) and event.context_id == context_id
 

@@ -22,6 +22,7 @@ from stores.models import (
     Part,
     Role,
     Task,
+    TaskRecord,
     TaskSnapshot,
     TaskState,
     TaskStatus,
@@ -129,8 +130,12 @@ def test_a_task_reply_is_its_stored_form_and_renders_as_the_dict_would() -> None
         artifacts=[Artifact(artifact_id="a-1", name="answer", parts=[Part(text="yes")])],
         metadata={"usage": {"promptTokens": 3}},
     )
-    fragment = render_task_json(task)
+    record = TaskRecord(task=task, owner="o", position=3)
+    fragment = render_task_json(record)
     assert render_json({"task": fragment}) == b'{"task":' + dump_task(task) + b"}"
     assert json.loads(render_json({"task": fragment})) == {"task": render_task(task)}
+    # The record's stored form when it has one (the task may have moved on since).
+    stored = TaskRecord(task=task, owner="o", position=3, stored=b'{"id":"t-0"}')
+    assert render_json({"task": render_task_json(stored)}) == b'{"task":{"id":"t-0"}}'
     # Shaped (historyLength), it is render_task's dict.
-    assert render_task_json(task, history_length=0) == render_task(task, history_length=0)
+    assert render_task_json(record, history_length=0) == render_task(task, history_length=0)

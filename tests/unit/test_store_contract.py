@@ -30,7 +30,7 @@ from stores.base import (
     TaskQuery,
     TaskStore,
 )
-from stores.codec import dump_event, load_task, snapshot_event
+from stores.codec import dump_event, dump_task, load_task, snapshot_event
 from stores.memory import InMemoryCheckpointStore, InMemoryMessageStore, InMemoryTaskStore
 from stores.models import (
     Artifact,
@@ -295,6 +295,25 @@ async def test_records_carry_the_stored_form_the_task_had(
     assert fetched is not None and fetched.stored == created.stored
     entry = (await task_store.read(task.id, owner=owner, after=0, timeout_s=0))[0]
     assert entry.stored == snapshot_event(created.stored)
+
+
+async def test_a_snapshot_published_with_its_stored_form_reads_back_as_it(
+    task_store: TaskStore, owner: str
+) -> None:
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    snapshot = with_state(task, TaskState.COMPLETED)
+    stored = dump_task(snapshot)
+    await task_store.publish(
+        task.id,
+        status_event(snapshot, TaskState.COMPLETED),
+        owner=owner,
+        snapshot=snapshot,
+        snapshot_stored=stored,
+    )
+    record = await task_store.get(task.id, owner=owner)
+    assert record is not None and (record.stored, record.task) == (stored, snapshot)
+    assert record.position == 2
 
 
 async def test_journal_starts_with_the_task_at_position_1(
