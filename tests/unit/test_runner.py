@@ -303,6 +303,27 @@ async def test_cancel_mid_model_call(rig: Rig) -> None:
     assert await rig.checkpoints.load(task.id, owner=OWNER) is None
 
 
+async def test_a_wait_for_the_local_turn_ends_with_it_and_a_cancelled_wait_leaves_it(
+    rig: Rig,
+) -> None:
+    gate = asyncio.Event()
+    rig.llm.script(blocked(gate, then=text("Done.")))
+    task = await rig.submit()
+    waits = [
+        asyncio.create_task(rig.runner.until_local_turn_ends(task.id, owner=OWNER))
+        for _ in range(2)
+    ]
+    await asyncio.sleep(0.05)
+    waits[0].cancel()  # a client that stops waiting (a drain) does not stop the turn
+    await asyncio.sleep(0.05)
+    assert rig.runner.is_running(task.id, owner=OWNER) and not waits[1].done()
+    gate.set()
+    turn = await asyncio.wait_for(waits[1], 2)
+    assert turn is not None and turn.settled is not None
+    assert turn.settled.task.status.state == TaskState.COMPLETED
+    assert await rig.runner.until_local_turn_ends(task.id, owner=OWNER) is None  # over here
+
+
 async def test_cancel_before_the_first_step(rig: Rig) -> None:
     task = await rig.submit()  # nothing scripted: the model must never be called
     assert await rig.runner.cancel(task.id, owner=OWNER) is True
