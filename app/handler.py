@@ -524,8 +524,9 @@ class RequestHandler:
         the task was going on at `after`), the first read does not wait: a reader already at the
         end of a task that has ended must not hang.
         """
-        if first is not None:  # yielded here, not by a generator around this one: one frame
-            # fewer held by every idle stream
+        # `first` is yielded here, not by a generator around this one: one frame fewer held by
+        # every idle stream.
+        if first is not None:
             if ends_stream(first.state, at_interrupt=at_interrupt):
                 yield LastEntries([first])
                 return
