@@ -1,0 +1,162 @@
+"""Instructions per request, counted by callgrind: a steady A/B measure on a machine whose
+speed moves (CPU time per request moved by 10-15% from one minute to the next on some of ours).
+
+    LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/instructions.py \
+        [--mode send|stream] [--requests 160] [--concurrency 16]
+
+Needs valgrind on PATH (Debian: `apt-get install valgrind`). The app (`create_app` on its
+defaults, the scripted model of 20 chunks, INFO logs to /dev/null, the server's collector
+thresholds and its once-per-pass log writes) is driven in process by `--concurrency` callers of
+`SendMessage` or `SendStreamingMessage`, with no HTTP server. This script runs itself under
+callgrind twice, for N and for 2N requests after the same warm-up, and prints
+(I(2N) - I(N)) / N: start-up, imports and warm-up cancel. It counts the app's own work only
+(uvicorn, the kernel and the client are not in it). ~2 minutes per run of 160 sends.
+"""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import gc
+import json
+import os
+import re
+import subprocess
+import sys
+from pathlib import Path
+from typing import Any, TextIO
+
+ROOT = Path(__file__).resolve().parent.parent
+WARM_UP = 320
+
+
+def body(method: str, n: int) -> bytes:
+    message = {"messageId": f"m-{n}", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+    payload = {"jsonrpc": "2.0", "id": n, "method": method, "params": {"message": message}}
+    return json.dumps(payload).encode()
+
+
+async def call(app: Any, method: str, n: int) -> None:
+    """One request through the ASGI app, read to the end of its response."""
+    request = body(method, n)
+    answered = asyncio.Event()
+    chunks: list[bytes] = []
+    received = False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": request, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                answered.set()
+
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"a2a-version", b"1.0"),
+        (b"content-length", str(len(request)).encode()),
+    ]
+    scope = {
+        "type": "http",
+        "asgi": {"version": "3.0"},
+        "http_version": "1.1",
+        "method": "POST",
+        "scheme": "http",
+        "path": "/",
+        "raw_path": b"/",
+        "root_path": "",
+        "query_string": b"",
+        "headers": headers,
+        "client": ("127.0.0.1", 50000),
+        "server": ("127.0.0.1", 8000),
+        "state": {},
+    }
+    await app(scope, receive, send)
+    if b"TASK_STATE_COMPLETED" not in b"".join(chunks):
+        raise RuntimeError(f"not completed: {b''.join(chunks)[:300]!r}")
+
+
+async def drive(method: str, requests: int, concurrency: int, log: TextIO) -> None:
+    from app.cli import COLLECTOR_THRESHOLDS
+    from app.logs import configure_logging, lines_written_per_loop_pass
+    from app.main import create_app
+    from app.settings import Settings
+
+    gc.set_threshold(*COLLECTOR_THRESHOLDS)
+    settings = Settings()
+    configure_logging(settings, stream=log)
+    app = create_app(settings)
+    async with app.router.lifespan_context(app):
+        with lines_written_per_loop_pass(asyncio.get_running_loop()):
+            for count in (WARM_UP, requests):
+                per_caller = count // concurrency
+                await asyncio.gather(
+                    *(
+                        _caller(app, method, caller * 1_000_000, per_caller)
+                        for caller in range(concurrency)
+                    )
+                )
+
+
+async def _caller(app: Any, method: str, first: int, count: int) -> None:
+    for n in range(first, first + count):
+        await call(app, method, n)
+
+
+def instructions(mode: str, requests: int, concurrency: int) -> int:
+    command = [
+        "valgrind",
+        "--tool=callgrind",
+        "--callgrind-out-file=/dev/null",
+        sys.executable,
+        __file__,
+        "--mode",
+        mode,
+        "--concurrency",
+        str(concurrency),
+        "--inner",
+        str(requests),
+    ]
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LLM_MODEL": "scripted",
+        "SCRIPTED_CHUNKS": "20",
+    }
+    run = subprocess.run(command, env=env, capture_output=True, text=True, check=True)
+    collected = re.search(r"Collected : ([\d,]+)", run.stderr)
+    if collected is None:
+        raise RuntimeError(f"callgrind printed no count:\n{run.stderr[-2000:]}")
+    return int(collected.group(1).replace(",", ""))
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+    parser.add_argument("--mode", choices=("send", "stream"), default="send")
+    parser.add_argument("--requests", type=int, default=160)
+    parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--inner", type=int, help=argparse.SUPPRESS)  # the run under callgrind
+    args = parser.parse_args()
+    method = "SendMessage" if args.mode == "send" else "SendStreamingMessage"
+    if args.inner is not None:
+        import uvloop
+
+        with open(os.devnull, "w") as log:
+            uvloop.run(drive(method, args.inner, args.concurrency, log))
+        return
+    once = instructions(args.mode, args.requests, args.concurrency)
+    twice = instructions(args.mode, 2 * args.requests, args.concurrency)
+    per_request = (twice - once) / args.requests
+    print(f"{method}: {per_request:,.0f} instructions per request ({args.requests} requests)")
+
+
+if __name__ == "__main__":
+    main()
