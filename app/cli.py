@@ -18,7 +18,7 @@ from agent.tools import ToolLoadError
 from app.auth import AuthConfigurationError
 from app.connections import raise_open_files_limit, with_limits
 from app.drain import Drain
-from app.logs import configure_logging, lines_written_per_loop_pass
+from app.logs import configure_logging, lines_written_at_once, lines_written_per_loop_pass
 from app.main import create_app
 from app.settings import Settings
 
@@ -40,7 +40,8 @@ class DrainingServer(uvicorn.Server):
     open streams end at an event boundary, so the connections close by themselves instead of
     being cut when the graceful-shutdown timeout runs out (a plain-text 500, or an incomplete
     chunked response). The signal handler runs between two bytecodes of whatever the loop was
-    doing, so it only schedules the drain, with the one loop call that is safe from there.
+    doing, so it only schedules the drain (and log lines written at once from then on), with
+    the one loop call that is safe from there.
     """
 
     def __init__(self, config: uvicorn.Config, *, drain: Drain) -> None:
@@ -57,6 +58,7 @@ class DrainingServer(uvicorn.Server):
         loop = self._loop
         if loop is not None and not loop.is_closed():
             loop.call_soon_threadsafe(self._drain.start)
+            loop.call_soon_threadsafe(lines_written_at_once)  # the process may end at once
         super().handle_exit(sig, frame)
 
 

@@ -142,8 +142,12 @@ class _ServerHandler(logging.StreamHandler):  # type: ignore[type-arg]
         try:
             yield
         finally:
-            self._loop = None
-            self._write_waiting()
+            self.at_once()
+
+    def at_once(self) -> None:
+        """From now on every line is written as it is logged; those waiting are written now."""
+        self._loop = None
+        self._write_waiting()
 
 
 def configure_logging(settings: Settings, *, stream: TextIO | None = None) -> None:
@@ -225,12 +229,25 @@ def one_line_per_request() -> None:
 @contextmanager
 def lines_written_per_loop_pass(loop: asyncio.AbstractEventLoop) -> Iterator[None]:
     """While this runs on `loop`'s thread, the server's log lines logged there are written once
-    per pass of the loop (see `_ServerHandler`); all are written when it ends."""
-    handler = next(
-        (each for each in logging.getLogger().handlers if isinstance(each, _ServerHandler)), None
-    )
+    per pass of the loop (see `_ServerHandler`); all are written when it ends, or once
+    `lines_written_at_once` is called."""
+    handler = _server_handler()
     if handler is None:  # logging configured by someone else: theirs as it is
         yield
         return
     with handler.per_loop_pass(loop):
         yield
+
+
+def lines_written_at_once() -> None:
+    """Every log line written as it is logged from now on, those waiting now. For a server about
+    to stop: uvicorn re-raises the signal that stopped it once it has shut down, and the default
+    action ends the process there, before any code after it runs."""
+    handler = _server_handler()
+    if handler is not None:
+        handler.at_once()
+
+
+def _server_handler() -> _ServerHandler | None:
+    handlers = logging.getLogger().handlers
+    return next((each for each in handlers if isinstance(each, _ServerHandler)), None)

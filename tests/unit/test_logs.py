@@ -13,7 +13,13 @@ from typing import Any
 import httpx
 import pytest
 
-from app.logs import JsonFormatter, TextFormatter, configure_logging, lines_written_per_loop_pass
+from app.logs import (
+    JsonFormatter,
+    TextFormatter,
+    configure_logging,
+    lines_written_at_once,
+    lines_written_per_loop_pass,
+)
 from app.main import create_app, describe_stores
 from app.settings import Settings
 
@@ -135,3 +141,20 @@ async def test_lines_logged_on_the_loop_are_written_once_per_pass_in_order() -> 
     assert out.writes == 4  # the waiting line is written when the loop's use ends
     messages = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
     assert messages == [*(f"line {n}" for n in range(4)), "from a thread", "line 4"]
+
+
+@pytest.mark.usefixtures("restored_logging")
+async def test_lines_are_written_at_once_when_the_server_is_about_to_stop() -> None:
+    out = CountedWrites()
+    configure_logging(Settings(), stream=out)
+    log = logging.getLogger("app.test")
+    with lines_written_per_loop_pass(asyncio.get_running_loop()):
+        log.info("waiting")
+        lines_written_at_once()  # a stop signal came: the process may end before the next pass
+        assert out.writes == 1
+        log.info("at once")
+        assert out.writes == 2
+    assert [line.split(": ", 1)[1] for line in out.getvalue().splitlines()] == [
+        "waiting",
+        "at once",
+    ]
