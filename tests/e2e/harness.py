@@ -183,6 +183,16 @@ class ServerProcess:
         except OSError:
             return 0
 
+    def settle_log(self) -> None:
+        """One round trip to the running server. It writes its log lines once per pass of its
+        event loop, so a line logged before an answer may reach the file just after it; every
+        line logged before this call is in the file once it returns (a check that a line is
+        *not* there reads after this; one that waits for a line polls instead)."""
+        if self.proc is None or self.proc.poll() is not None:
+            return
+        with contextlib.suppress(httpx.HTTPError):
+            httpx.get(f"{self.url}/healthz", timeout=5, trust_env=False)
+
     def log_since(self, mark: int) -> str:
         """What the server wrote to stderr after `log_mark` returned `mark`."""
         try:

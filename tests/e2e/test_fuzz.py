@@ -174,4 +174,5 @@ def post_and_check(server: Any, body: Any) -> None:
 
 
 def assert_no_traceback(server: Any) -> None:
+    server.settle_log()
     assert "Traceback" not in server.logs(limit=1_000_000)

@@ -63,7 +63,8 @@ def no_error_logged(server):
     """Whatever a test sends, the server logs no ERROR and no traceback for it."""
     mark = server.log_mark()
     yield
-    written = server.log_since(mark)  # logging is synchronous: written before the answer
+    server.settle_log()
+    written = server.log_since(mark)
     assert "Traceback" not in written, written[-4000:]
     assert " ERROR " not in written, written[-4000:]
 

@@ -267,6 +267,7 @@ def test_no_secret_in_logs_error_bodies_or_the_card(http, server, idp, fake_llm,
     ]
     token = idp.token(sub="dave", aud="other")
     bodies.append(rpc(http, "ListTasks", {}, token).text)
+    server.settle_log()
     logs = server.logs(limit=10_000_000)
     for secret in (KEY_A, KEY_B, KEY_A[:-1], LLM_KEY, token):
         assert secret not in logs, f"a secret is in the server log: {secret[:6]}..."

@@ -106,6 +106,7 @@ class Target:
         """Tracebacks the servers wrote to stderr since `mark_logs`, with some context."""
         found = []
         for s in self.servers:
+            s.settle_log()
             text = s.log_since(self._marks.get(s.stderr_path, 0))
             at = text.find("Traceback")
             if at >= 0:

@@ -59,6 +59,7 @@ def quiet_log(server):
         return server.log_since(mark)
 
     yield written
+    server.settle_log()
     assert "Traceback" not in written(), written()[-4000:]
     assert " ERROR " not in written(), written()[-4000:]
 
