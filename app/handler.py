@@ -127,21 +127,15 @@ class RequestHandler:
             context_id=message.context_id or new_id(),
         )
 
-    async def send_message(self, request: SendRequest, *, owner: str) -> Task | Message:
+    async def send_message(self, request: SendRequest, *, owner: str) -> TaskRecord | Message:
         """Start (or continue) a task; unless asked to return at once, wait for it to settle.
+        The task comes in its record: its stored form, when known, is the reply's JSON, written
+        as it is.
 
         The wait holds a stream slot for its whole life (beyond A2A_MAX_STREAMS the request is
         refused before anything is written). A drain cuts it short: the client gets the task as
         it stands (its id, at least), and another server finishes the turn.
         """
-        reply = await self.send_message_record(request, owner=owner)
-        return reply.task if isinstance(reply, TaskRecord) else reply
-
-    async def send_message_record(
-        self, request: SendRequest, *, owner: str
-    ) -> TaskRecord | Message:
-        """`send_message`, with the task's record: its stored form, when known, is the reply's
-        JSON, written as it is."""
         self._drain.refuse_new_work()
         if (reply := await self._direct_reply(request, owner=owner)) is not None:
             return reply

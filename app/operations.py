@@ -285,7 +285,7 @@ class Operations:
         self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
     ) -> JsonObject:
         parsed = parse(SendMessageParams, params, self._limits)
-        reply = await self._handler.send_message_record(
+        reply = await self._handler.send_message(
             self._send_request(parsed, context, generation), owner=context.owner
         )
         if isinstance(reply, Message):  # answered directly: a Message, no task

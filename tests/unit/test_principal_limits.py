@@ -79,7 +79,7 @@ async def test_open_streams_are_limited_per_principal(
     with pytest.raises(Overloaded, match="your limit of 1 open streams"):
         await handler.send_message(send("alice blocking", at_once=False), owner="alice")
     bob = await handler.send_message(send("bob blocking", at_once=False), owner="bob")
-    assert bob.status.state.value == "TASK_STATE_COMPLETED"
+    assert bob.task.status.state.value == "TASK_STATE_COMPLETED"
     await stream.aclose()  # the slot is given back: alice may open a stream again
     again = await handler.subscribe(task_id, owner="alice")
     await again.aclose()

@@ -146,7 +146,7 @@ async def test_turns_beyond_the_limit_are_refused_before_anything_is_written(
         assert await backend.messages.claim("ctx-refused", "probe", owner=OWNER) is None
 
         gates[0].set()
-        assert await _settled(handler, first.id) == TaskState.COMPLETED
+        assert await _settled(handler, first.task.id) == TaskState.COMPLETED
         for _ in range(250):  # the finished job gives its slot back as it ends
             with contextlib.suppress(Overloaded):
                 again = await handler.send_message(_send("four"), owner=OWNER)
@@ -155,7 +155,7 @@ async def test_turns_beyond_the_limit_are_refused_before_anything_is_written(
         else:
             raise AssertionError("the slot of a finished turn was never given back")
         gates[1].set()
-        assert await _settled(handler, again.id) == TaskState.COMPLETED
+        assert await _settled(handler, again.task.id) == TaskState.COMPLETED
 
 
 # --- one turn per conversation -----------------------------------------------------------------
@@ -194,7 +194,7 @@ async def test_concurrent_sends_on_one_new_context_run_exactly_one_turn(
             assert len(accepted) == 1, f"round {n}: {len(accepted)} turns started on one context"
             assert all(isinstance(error, UnsupportedOperationError) for error in refused), refused
             answered.set()
-            assert await _settled(handler, accepted[0].id) == TaskState.COMPLETED
+            assert await _settled(handler, accepted[0].task.id) == TaskState.COMPLETED
             conversation = await backend.messages.window(context_id, owner=OWNER, limit=100)
             assert [message.role for message in conversation] == ["user", "assistant"]
 
@@ -205,11 +205,11 @@ async def test_a_claim_left_by_a_finished_task_is_taken_over(
     llm.script(text("first"), text("second"))
     async with _handler(backend, llm) as handler:
         first = await handler.send_message(_send("one", context_id="ctx-stale"), owner=OWNER)
-        assert await _settled(handler, first.id) == TaskState.COMPLETED
+        assert await _settled(handler, first.task.id) == TaskState.COMPLETED
         # A release lost to a fault: the finished task still holds the claim.
-        assert await backend.messages.claim("ctx-stale", first.id, owner=OWNER) is None
+        assert await backend.messages.claim("ctx-stale", first.task.id, owner=OWNER) is None
         second = await handler.send_message(_send("two", context_id="ctx-stale"), owner=OWNER)
-        assert await _settled(handler, second.id) == TaskState.COMPLETED
+        assert await _settled(handler, second.task.id) == TaskState.COMPLETED
         conversation = await backend.messages.window("ctx-stale", owner=OWNER, limit=100)
         assert [message.role for message in conversation] == ["user", "assistant"] * 2
 
@@ -227,7 +227,7 @@ async def test_an_answered_task_is_taken_over_with_the_answer(
         text("Paris it is."),
     )
     async with _handler(backend, llm, holder="p1") as handler:
-        task = await handler.send_message(_send("plan a trip"), owner=OWNER)
+        task = (await handler.send_message(_send("plan a trip"), owner=OWNER)).task
         assert await _settled(handler, task.id) == TaskState.INPUT_REQUIRED
     async with _handler(backend, llm, holder="p2") as handler:
         answer = Message(
@@ -321,7 +321,7 @@ async def test_a_replica_at_its_turn_limit_leaves_orphans_for_later(
         assert llm.remaining == 1, "a turn was started beyond the limit"
 
         gate.set()
-        assert await _settled(handler, busy.id) == TaskState.COMPLETED
+        assert await _settled(handler, busy.task.id) == TaskState.COMPLETED
         await wait_until(lambda: handler._runner.slots.in_use == 0, timeout_s=5, what="a slot")
         await supervisor.recover_orphans()  # now there is room
         assert await _settled(handler, "t-lost") == TaskState.COMPLETED
