@@ -86,8 +86,12 @@ class TurnCheckpoint(BaseModel):
     ) -> str:
         """The stored form (`model_dump_json`) of a checkpoint of `loop_state`, itself already
         in its stored form (`CheckpointReached.saved`): written around it, not parsed again."""
-        fields = {"artifact_id": artifact_id, "chunks_sent": chunks_sent}
-        checkpoint = {"loop": orjson.Fragment(loop_state), **fields, "trace_carrier": trace_carrier}
+        checkpoint = {
+            "loop": orjson.Fragment(loop_state),
+            "artifact_id": artifact_id,
+            "chunks_sent": chunks_sent,
+            "trace_carrier": trace_carrier,
+        }
         return orjson.dumps(checkpoint).decode()
 
 
