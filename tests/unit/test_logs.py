@@ -122,11 +122,22 @@ def test_times_are_logging_s_own_format_with_seconds_rendered_once(created: floa
     assert logged == expected
 
 
-@pytest.mark.usefixtures("restored_logging")
-async def test_lines_logged_on_the_loop_are_written_once_per_pass_in_order() -> None:
+@pytest.fixture
+def counted(restored_logging: None) -> CountedWrites:
+    """The server's log configured to write to a stream that counts its writes."""
     out = CountedWrites()
     configure_logging(Settings(), stream=out)
-    log = logging.getLogger("app.test")
+    return out
+
+
+def messages(out: CountedWrites) -> list[str]:
+    return [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
+
+
+async def test_lines_logged_on_the_loop_are_written_once_per_pass_in_order(
+    counted: CountedWrites,
+) -> None:
+    out, log = counted, logging.getLogger("app.test")
     with lines_written_per_loop_pass(asyncio.get_running_loop()):
         for n in range(3):
             log.info("line %d", n)
@@ -139,22 +150,17 @@ async def test_lines_logged_on_the_loop_are_written_once_per_pass_in_order() -> 
         assert out.writes == 3
         log.info("line 4")
     assert out.writes == 4  # the waiting line is written when the loop's use ends
-    messages = [line.split(": ", 1)[1] for line in out.getvalue().splitlines()]
-    assert messages == [*(f"line {n}" for n in range(4)), "from a thread", "line 4"]
+    assert messages(out) == [*(f"line {n}" for n in range(4)), "from a thread", "line 4"]
 
 
-@pytest.mark.usefixtures("restored_logging")
-async def test_lines_are_written_at_once_when_the_server_is_about_to_stop() -> None:
-    out = CountedWrites()
-    configure_logging(Settings(), stream=out)
-    log = logging.getLogger("app.test")
+async def test_lines_are_written_at_once_when_the_server_is_about_to_stop(
+    counted: CountedWrites,
+) -> None:
+    out, log = counted, logging.getLogger("app.test")
     with lines_written_per_loop_pass(asyncio.get_running_loop()):
         log.info("waiting")
         lines_written_at_once()  # a stop signal came: the process may end before the next pass
         assert out.writes == 1
         log.info("at once")
         assert out.writes == 2
-    assert [line.split(": ", 1)[1] for line in out.getvalue().splitlines()] == [
-        "waiting",
-        "at once",
-    ]
+    assert messages(out) == ["waiting", "at once"]
