@@ -9,9 +9,10 @@ or of a per-reader re-serialization fails here.
 
 from __future__ import annotations
 
+import contextlib
 import json
 from collections import Counter
-from collections.abc import Callable
+from collections.abc import AsyncIterator, Callable
 from typing import Any
 
 import httpx
@@ -124,52 +125,10 @@ async def test_a_streamed_chunk_costs_at_most_one_store_write_and_one_serializat
     assert not other, f"more work per chunk than one write and one serialization: {other}"
 
 
-async def test_what_one_read_brings_goes_out_in_one_write() -> None:
-    """A reader behind the journal (a reconnect after Last-Event-ID, a slow client) gets the
-    events one read brings in one write to the connection, not one write per event."""
-    app = create_app(Settings(), llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
-    writes: list[bytes] = []
-
-    async def counting(scope: Any, receive: Any, send: Any) -> None:
-        async def counted_send(message: Any) -> None:
-            if message["type"] == "http.response.body" and message.get("body"):
-                writes.append(message["body"])
-            await send(message)
-
-        await app(scope, receive, counted_send)
-
-    def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
-        return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
-
-    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-    transport = httpx.ASGITransport(app=counting)
-    headers = {"A2A-Version": "1.0"}
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
-    ):
-        sent = await client.post(
-            "/", json=rpc("SendMessage", {"message": message}), headers=headers
-        )
-        task = sent.json()["result"]["task"]
-        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-        writes.clear()
-        replay = await client.post(
-            "/",
-            json=rpc("SubscribeToTask", {"id": task["id"]}),
-            headers={**headers, "Last-Event-ID": "0"},
-        )
-    events = [line for line in replay.text.splitlines() if line.startswith("data:")]
-    assert len(events) == SHORT + 3  # the task, working, the chunks, completed
-    assert json.loads(events[-1][5:])["result"]["statusUpdate"]["status"]["state"] == (
-        "TASK_STATE_COMPLETED"
-    )
-    assert len(writes) == 1, [write[:60] for write in writes]
-
-
-async def test_a_streams_last_events_end_its_response_in_the_same_write() -> None:
-    """The end of a stream's body (the chunked encoding's last chunk) goes out with its last
-    events, not in a write of its own."""
+@contextlib.asynccontextmanager
+async def served_app() -> AsyncIterator[tuple[httpx.AsyncClient, list[tuple[bytes, bool]]]]:
+    """A client of the app (the scripted model, SHORT chunks) and every response body part it
+    sent, as (body, more_body): what went to the connection, write by write."""
     app = create_app(Settings(), llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
     bodies: list[tuple[bytes, bool]] = []
 
@@ -181,15 +140,52 @@ async def test_a_streams_last_events_end_its_response_in_the_same_write() -> Non
 
         await app(scope, receive, recorded_send)
 
-    message = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-    request = {"jsonrpc": "2.0", "id": 1, "method": "SendStreamingMessage"}
     transport = httpx.ASGITransport(app=recording)
     async with (
         app.router.lifespan_context(app),
         httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
     ):
+        yield client, bodies
+
+
+def rpc(method: str, params: dict[str, Any]) -> dict[str, Any]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+MESSAGE = {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}
+HEADERS = {"A2A-Version": "1.0"}
+
+
+async def test_what_one_read_brings_goes_out_in_one_write() -> None:
+    """A reader behind the journal (a reconnect after Last-Event-ID, a slow client) gets the
+    events one read brings in one write to the connection, not one write per event."""
+    async with served_app() as (client, bodies):
+        sent = await client.post(
+            "/", json=rpc("SendMessage", {"message": MESSAGE}), headers=HEADERS
+        )
+        task = sent.json()["result"]["task"]
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED"
+        bodies.clear()
+        replay = await client.post(
+            "/",
+            json=rpc("SubscribeToTask", {"id": task["id"]}),
+            headers={**HEADERS, "Last-Event-ID": "0"},
+        )
+    events = [line for line in replay.text.splitlines() if line.startswith("data:")]
+    assert len(events) == SHORT + 3  # the task, working, the chunks, completed
+    assert json.loads(events[-1][5:])["result"]["statusUpdate"]["status"]["state"] == (
+        "TASK_STATE_COMPLETED"
+    )
+    writes = [body for body, _ in bodies if body]
+    assert len(writes) == 1, [write[:60] for write in writes]
+
+
+async def test_a_streams_last_events_end_its_response_in_the_same_write() -> None:
+    """The end of a stream's body (the chunked encoding's last chunk) goes out with its last
+    events, not in a write of its own."""
+    async with served_app() as (client, bodies):
         streamed = await client.post(
-            "/", json={**request, "params": {"message": message}}, headers={"A2A-Version": "1.0"}
+            "/", json=rpc("SendStreamingMessage", {"message": MESSAGE}), headers=HEADERS
         )
     events = [line for line in streamed.text.splitlines() if line.startswith("data:")]
     assert len(events) == SHORT + 3
