@@ -53,6 +53,7 @@ from stores.models import (
     TaskEvent,
     TaskRecord,
     TaskState,
+    event_state,
     utc_now,
 )
 from stores.paging import decode_cursor, encode_cursor
@@ -66,7 +67,9 @@ class _StoredTask:
     """A task as the store keeps it: its snapshot and journal in their stored (JSON) form, so
     nothing a caller holds is shared with the store, plus the few fields lists filter on."""
 
-    journal: deque[tuple[int, bytes]]  # (position, event)
+    # (position, event, kind, state): the kind and state of the events the store wrote itself,
+    # so a reader need not look for them in the JSON; None for an event given as bytes.
+    journal: deque[tuple[int, bytes, str | None, TaskState | None]]
     snapshot: bytes = b""
     snapshot_position: int = 0  # of the entry the snapshot reflects
     state: TaskState = TaskState.UNSPECIFIED
@@ -85,7 +88,7 @@ class _StoredTask:
         """A new task: its journal starts with the task itself at position 1."""
         stored = cls(journal=deque(maxlen=journal_max), touched=time.monotonic())
         stored.keep(task, 1)
-        stored.journal.append((1, snapshot_event(stored.snapshot)))
+        stored.journal.append((1, snapshot_event(stored.snapshot), "task", stored.state))
         return stored
 
     def keep(self, task: Task, position: int, stored: bytes | None = None) -> None:
@@ -231,7 +234,10 @@ class InMemoryTaskStore(TaskStore):
             return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
         if if_state is not None and stored.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
-        self._append(stored, [dump_event(event)], event_id)
+        if isinstance(event, bytes):
+            self._append(stored, [event], event_id, None, None)
+        else:
+            self._append(stored, [dump_event(event)], event_id, event.kind, event_state(event))
         if snapshot is not None:
             stored.keep(snapshot, stored.position, snapshot_stored)
             if stored.state.is_terminal:
@@ -250,7 +256,7 @@ class InMemoryTaskStore(TaskStore):
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
         if stored is None:
             return self._tasks[(owner, task_id)].last_event_position
-        self._append(stored, events, event_id)
+        self._append(stored, events, event_id, "artifact", None)
         return stored.position
 
     def _writable(
@@ -267,10 +273,16 @@ class InMemoryTaskStore(TaskStore):
         return stored
 
     @staticmethod
-    def _append(stored: _StoredTask, events: Sequence[bytes], event_id: str | None) -> None:
+    def _append(
+        stored: _StoredTask,
+        events: Sequence[bytes],
+        event_id: str | None,
+        kind: str | None,
+        state: TaskState | None,
+    ) -> None:
         for event in events:
             stored.position += 1
-            stored.journal.append((stored.position, event))
+            stored.journal.append((stored.position, event, kind, state))
         if event_id:
             stored.last_event_id, stored.last_event_position = event_id, stored.position
         stored.touched = time.monotonic()
@@ -305,7 +317,12 @@ class InMemoryTaskStore(TaskStore):
         if not stored.journal:
             return []
         skip = max(0, after - stored.journal[0][0] + 1)
-        return [stored_entry(position, raw) for position, raw in islice(stored.journal, skip, None)]
+        return [
+            JournalEntry(position=position, stored=raw, kind=kind, state=state)
+            if kind is not None
+            else stored_entry(position, raw)
+            for position, raw, kind, state in islice(stored.journal, skip, None)
+        ]
 
 
 @dataclass

@@ -45,6 +45,7 @@ from stores.models import (
     TaskState,
     TaskStatus,
     ToolCall,
+    event_state,
 )
 from stores.redis_stores import RedisCheckpointStore, RedisMessageStore, RedisTaskStore
 from tests.redis_cluster import cluster_stores_client
@@ -859,6 +860,29 @@ async def test_chunks_published_together_take_consecutive_positions_in_order(
     assert (
         await task_store.publish(task.id, status_event(task, TaskState.WORKING), owner=owner) == 6
     )
+
+
+async def test_entries_read_carry_the_kind_and_state_of_their_events(
+    task_store: TaskStore, owner: str
+) -> None:
+    """What a stream relays without parsing (kind, state) is what the event says, whichever way
+    it was written: the task itself, a status update (a model, or given as bytes), chunks."""
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    await task_store.publish(task.id, status_event(task, TaskState.WORKING), owner=owner)
+    await task_store.publish_chunks(task.id, [dump_event(chunk_event(task, "x"))], owner=owner)
+    ended = dump_event(status_event(task, TaskState.COMPLETED))
+    await task_store.publish(task.id, ended, owner=owner)
+    entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
+    seen = [(entry.kind, entry.state) for entry in entries]
+    assert seen == [
+        ("task", TaskState.SUBMITTED),
+        ("status", TaskState.WORKING),
+        ("artifact", None),
+        ("status", TaskState.COMPLETED),
+    ]
+    assert [(entry.event.kind, event_state(entry.event)) for entry in entries] == seen
+    assert entries[3].stored == ended
 
 
 async def test_a_retried_chunk_batch_is_journaled_once(task_store: TaskStore, owner: str) -> None:
