@@ -110,6 +110,7 @@ class Turn:
     # Chunks sent and not yet written, and the task writing them (see `_send_chunk`).
     unwritten: list[bytes] = field(default_factory=list)
     chunk_writer: asyncio.Task[None] | None = None
+    write_error: Exception | None = None  # of an in-process write, raised at `written`
     settled: TaskRecord | None = None  # the snapshot that ended or paused the turn, once stored
     cancel_requested: bool = False
     suspended: bool = False
@@ -336,6 +337,12 @@ class TurnPublisher:
 
     async def written(self, turn: Turn) -> None:
         """Wait until every chunk sent is in the journal; raises what writing them raised."""
+        if self._tasks.writes_in_process:
+            self._write_in_process(turn)
+            error, turn.write_error = turn.write_error, None
+            if error is not None:
+                raise error
+            return
         writer = turn.chunk_writer
         if writer is None:
             return
@@ -363,6 +370,17 @@ class TurnPublisher:
             await asyncio.wait([writer])
         if not writer.cancelled():
             writer.exception()  # seen: a lost lease, say, is the turn's end already
+
+    def _write_in_process(self, turn: Turn) -> None:
+        """Write the chunks sent to a store that `writes_in_process`; what it raises is kept for
+        the turn's next `written` (this also runs as a callback, where it would be lost)."""
+        batch, turn.unwritten = turn.unwritten, []
+        if not batch or turn.write_error is not None:
+            return  # after an error the turn stops at its next event: nothing more is written
+        try:
+            self._tasks.publish_chunks_now(turn.task.id, batch, owner=turn.owner, fence=turn.fence)
+        except Exception as exc:  # whatever it is, the turn raises it
+            turn.write_error = exc
 
     async def _publish_chunks(self, turn: Turn, batch: list[bytes]) -> None:
         task_id, owner, fence = turn.task.id, turn.owner, turn.fence
@@ -400,8 +418,18 @@ class TurnPublisher:
                 artifact_id=turn.artifact_id,
                 name=ANSWER_ARTIFACT_NAME,
             )
-        turn.unwritten.append(turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last))
+        chunk = turn.chunk_form.render(text, append=turn.chunks_sent > 0, last=last)
         turn.chunks_sent += 1
+        turn.unwritten.append(chunk)
+        if self._tasks.writes_in_process:
+            # Nothing to wait for, so no task writing behind the turn: the chunks of a burst go
+            # in one write when the turn's step ends (or before its next event, `written`), and
+            # by the time a stream's reader wakes the journal holds them all.
+            if turn.write_error is not None:
+                await self.written(turn)  # raises it: the turn stops
+            elif len(turn.unwritten) == 1:
+                asyncio.get_running_loop().call_soon(self._write_in_process, turn)
+            return
         # Written behind the turn: the chunks that come while a write is out go together in the
         # next one (a model that streams faster than the store writes costs one write per burst,
         # not one per chunk; a slow one, one per chunk as before). Every other event, checkpoint

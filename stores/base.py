@@ -8,7 +8,7 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import Protocol
+from typing import ClassVar, Protocol
 
 from stores.models import (
     ChatMessage,
@@ -107,6 +107,11 @@ class TaskStore(ABC):
     event exactly once: no gap, no duplicate.
     """
 
+    # True for a store whose writes complete in this process, without waiting on anything (the
+    # in-memory one): a turn writes each streamed chunk at once instead of behind it in batches,
+    # which only pay off against a store a write waits for (a network round trip).
+    writes_in_process: ClassVar[bool] = False
+
     @abstractmethod
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         """Store a new task; its journal starts with the task itself at position 1. The record
@@ -173,6 +178,17 @@ class TaskStore(ABC):
         nothing and returns that position); `fence` as for `publish`. Raises TaskGone if the task
         does not exist.
         """
+
+    def publish_chunks_now(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        fence: Fence | None = None,
+    ) -> int:
+        """`publish_chunks`, done before it returns: for a store that `writes_in_process`."""
+        raise NotImplementedError(f"{type(self).__name__} does not write in process")
 
     @abstractmethod
     async def read(

@@ -131,6 +131,8 @@ class _IdleSweeper:
 
 
 class InMemoryTaskStore(TaskStore):
+    writes_in_process = True
+
     def __init__(
         self,
         *,
@@ -252,6 +254,17 @@ class InMemoryTaskStore(TaskStore):
         owner: str,
         event_id: str | None = None,
         fence: Fence | None = None,
+    ) -> int:
+        return self.publish_chunks_now(task_id, events, owner=owner, fence=fence, event_id=event_id)
+
+    def publish_chunks_now(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        fence: Fence | None = None,
+        event_id: str | None = None,
     ) -> int:
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
         if stored is None:

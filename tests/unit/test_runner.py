@@ -3,9 +3,12 @@
 from __future__ import annotations
 
 import asyncio
+from collections.abc import AsyncIterator
 
 import pytest
 
+from agent.events import Usage
+from agent.llm import LLMClient, LLMRequest, LLMResponse, LLMText
 from agent.loop import ANSWER_SEPARATOR, AgentLoop
 from agent.publisher import ANSWER_ARTIFACT_NAME
 from agent.runner import TaskRunner
@@ -397,6 +400,8 @@ async def test_cancel_while_chunks_are_being_written(
     turn canceled, with a journal without gaps (the chunks not written are dropped)."""
     writing, release = asyncio.Event(), asyncio.Event()
     publish_chunks = rig.tasks.publish_chunks
+    # As a store a write waits for (Redis): the chunks written behind the turn, in batches.
+    monkeypatch.setattr(rig.tasks, "writes_in_process", False)
 
     async def slow_publish_chunks(*args: object, **kwargs: object) -> int:
         writing.set()
@@ -420,3 +425,81 @@ async def test_cancel_while_chunks_are_being_written(
     ]
     assert chunks(entries) == []
     assert await rig.claim_is_free(task.context_id)
+
+
+# --- chunks written in process (the in-memory store) -----------------------------------------
+
+
+class PausingModel(LLMClient):
+    """Streams "a", "b", waits for `gates[0]`, "c", waits for `gates[1]`, "d" and the end: a
+    model between chunks (`paused[i]` is set while it waits at `gates[i]`)."""
+
+    def __init__(self) -> None:
+        self.gates = (asyncio.Event(), asyncio.Event())
+        self.paused = (asyncio.Event(), asyncio.Event())
+
+    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+        yield LLMText(text="a")
+        yield LLMText(text="b")
+        for gate, paused, chunk in zip(self.gates, self.paused, ("c", "d"), strict=True):
+            paused.set()
+            await gate.wait()
+            yield LLMText(text=chunk)
+        yield LLMResponse(content="abcd", tool_calls=[], finish_reason="stop", usage=Usage())
+
+
+@pytest.fixture
+async def pausing() -> AsyncIterator[tuple[Rig, PausingModel]]:
+    model = PausingModel()
+    rig = Rig(ScriptedLLM(), AgentLoop(model, Toolbox([], timeout_s=5), max_iterations=5))
+    assert rig.tasks.writes_in_process
+    yield rig, model
+    for gate in model.gates:
+        gate.set()
+    await rig.runner.shutdown()
+
+
+async def test_a_chunk_is_in_the_journal_while_the_model_is_still_streaming(
+    pausing: tuple[Rig, PausingModel],
+) -> None:
+    """No write behind the turn, yet no chunk waits for the turn's next event: what the model
+    sent is journaled when the turn's step ends ("b" is held back to learn if it is the last)."""
+    rig, model = pausing
+    task = await rig.submit()
+    await asyncio.wait_for(model.paused[0].wait(), 2)
+    entries = await rig.tasks.read(task.id, owner=OWNER, after=2, timeout_s=2)
+    assert [u.artifact.parts[0].text for u in chunks(entries)] == ["a"]
+    for gate in model.gates:
+        gate.set()
+    entries = await rig.journal(task.id)
+    assert [u.artifact.parts[0].text for u in chunks(entries)] == ["a", "b", "c", "d"]
+    assert entries[-1].event.status.state == TaskState.COMPLETED  # type: ignore[union-attr]
+
+
+async def test_a_chunk_write_refused_between_events_stops_the_turn(
+    pausing: tuple[Rig, PausingModel], caplog: pytest.LogCaptureFixture
+) -> None:
+    """Another process took the turn over while the model was between chunks: the write of the
+    next chunk ("b", written as the turn's step ends, where no one awaits it) is refused
+    (LeaseLost), and the turn stops at its next chunk, writing nothing more."""
+    rig, model = pausing
+    task = await rig.submit()
+    await asyncio.wait_for(model.paused[0].wait(), 2)
+    holder = rig.runner.lease_holder(task.id, owner=OWNER)
+    assert holder is not None
+    await rig.leases.hand_over(task.id, owner=OWNER, holder=holder)
+    assert await rig.leases.acquire(task.id, owner=OWNER, holder="process-2", ttl_s=5)
+    model.gates[0].set()
+    await asyncio.wait_for(model.paused[1].wait(), 2)
+    await asyncio.sleep(0)  # the turn's step has ended: "b" was written, or refused
+    model.gates[1].set()
+    for _ in range(200):
+        if not rig.runner.is_running(task.id, owner=OWNER):
+            break
+        await asyncio.sleep(0.01)
+    assert not rig.runner.is_running(task.id, owner=OWNER)
+    entries = await rig.tasks.read(task.id, owner=OWNER, after=0, timeout_s=0)
+    assert [u.artifact.parts[0].text for u in chunks(entries)] == ["a"]
+    assert [u.status.state for u in status_updates(entries)] == [TaskState.WORKING]
+    assert "lease lost" in caplog.text
+    assert "Exception in callback" not in caplog.text

@@ -63,13 +63,14 @@ def instrument(patch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
     patch.setattr(
         InMemoryTaskStore, "publish", counted(counts, "store writes", InMemoryTaskStore.publish)
     )
-    publish_chunks = counted(counts, "store writes", InMemoryTaskStore.publish_chunks)
+    # Both ways of writing chunks end in `publish_chunks_now` (the in-memory store's own).
+    publish_chunks = counted(counts, "store writes", InMemoryTaskStore.publish_chunks_now)
 
     def chunks_written(store: InMemoryTaskStore, task_id: str, events: Any, **kw: Any) -> Any:
         counts["chunks written"] += len(events)
         return publish_chunks(store, task_id, events, **kw)
 
-    patch.setattr(InMemoryTaskStore, "publish_chunks", chunks_written)
+    patch.setattr(InMemoryTaskStore, "publish_chunks_now", chunks_written)
     patch.setattr(ArtifactChunks, "render", counted(counts, "event.render", ArtifactChunks.render))
 
 
@@ -195,3 +196,19 @@ async def test_a_streams_last_events_end_its_response_in_the_same_write() -> Non
     assert all(body for body, _ in bodies), "an empty write"
     assert [more for _, more in bodies] == [True] * (len(bodies) - 1) + [False]
     assert b"TASK_STATE_COMPLETED" in bodies[-1][0]
+
+
+async def test_a_quick_turn_reaches_its_stream_in_two_writes() -> None:
+    """In memory a turn writes each chunk as it comes (no write behind it to wait for): a model
+    that answers at once has the working status, every chunk and the completion in the journal
+    by the time the stream's reader wakes, so they go out together after the task."""
+    async with served_app() as (client, bodies):
+        streamed = await client.post(
+            "/", json=rpc("SendStreamingMessage", {"message": MESSAGE}), headers=HEADERS
+        )
+    events = [line for line in streamed.text.splitlines() if line.startswith("data:")]
+    assert len(events) == SHORT + 3
+    writes = [body for body, _ in bodies]
+    assert len(writes) == 2, [write[:60] for write in writes]
+    assert writes[0].count(b"data:") == 1 and b'"task":' in writes[0]
+    assert writes[1].count(b"data:") == SHORT + 2
