@@ -173,6 +173,8 @@ class InMemoryTaskStore(TaskStore):
             key, _ = self._ended.popitem(last=False)
             if self._tasks.pop(key, None) is not None:
                 dropped += 1
+                if self._leases is not None:  # its lease goes with it (it lived for the task)
+                    self._leases.drop_released(*key)
         if not dropped:
             raise StoreFull(
                 f"This server holds its limit of {self._max_tasks} tasks and none has ended;"
@@ -346,10 +348,17 @@ class _Conversation:
 
 
 class InMemoryMessageStore(MessageStore):
-    def __init__(self, *, ttl_s: float = 7 * 24 * 3600) -> None:
+    """Conversations by context, at most `max_conversations` of them (as many as the task store
+    keeps tasks, so the store stays bounded under sustained load, not only after the TTL):
+    beyond, the ones written to longest ago go, a hundredth of the limit at once, except a
+    conversation a turn is running in (its context claimed)."""
+
+    def __init__(self, *, ttl_s: float = 7 * 24 * 3600, max_conversations: int = 10_000) -> None:
         self._sweeper = _IdleSweeper(ttl_s)
-        self._conversations: dict[tuple[str, str], _Conversation] = {}
+        # Least recently written first: a write moves its conversation to the end.
+        self._conversations: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
         self._claims: dict[tuple[str, str], str] = {}
+        self._max_conversations = max_conversations
 
     async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
         conversation = self._conversations.get((owner, context_id))
@@ -361,15 +370,34 @@ class InMemoryMessageStore(MessageStore):
         self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
     ) -> bool:
         self._sweeper.sweep(self._conversations)
-        conversation = self._conversations.get((owner, context_id))
+        key = (owner, context_id)
+        conversation = self._conversations.get(key)
         if conversation is None:
-            conversation = self._conversations[(owner, context_id)] = _Conversation()
+            if len(self._conversations) >= self._max_conversations:
+                self._make_room()
+            conversation = self._conversations[key] = _Conversation()
+        else:
+            self._conversations.move_to_end(key)
         conversation.touched = time.monotonic()
         if unit_id in conversation.units:
             return False
         conversation.units.add(unit_id)
         conversation.messages.extend(dump_message(message) for message in messages)
         return True
+
+    def _make_room(self) -> None:
+        wanted = max(len(self._conversations) - self._max_conversations + 1, 1)
+        wanted = max(wanted, self._max_conversations // 100)
+        dropped = [
+            key for key in islice(self._conversations, wanted * 2) if key not in self._claims
+        ][:wanted]
+        for key in dropped:
+            del self._conversations[key]
+        if dropped:  # else every one of the oldest is in a running turn: the limit waits
+            logger.info(
+                "dropped %d conversations written to longest ago: the store is at its limit",
+                len(dropped),
+            )
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         holder = self._claims.setdefault((owner, context_id), task_id)
@@ -495,6 +523,13 @@ class InMemoryLeaseStore(LeaseStore):
         if lease is None or lease.holder != fence.holder or lease.epoch != fence.epoch:
             raise LeaseLost(task_id, fence)
 
+    def drop_released(self, owner: str, task_id: str) -> None:
+        """Forget a task's lease unless a turn holds it (the task store dropped the task): its
+        epoch goes with it, which fencing does not need (holders never reuse a name)."""
+        lease = self._leases.get((owner, task_id))
+        if lease is not None and lease.holder is None:
+            del self._leases[(owner, task_id)]
+
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         lease = self._leases.get((owner, task_id))
         if lease is not None and lease.holder == holder:
@@ -545,7 +580,7 @@ class InMemoryStores:
         leases = InMemoryLeaseStore(ttl_s=ttl_s)  # the task and checkpoint stores check fences
         return cls(
             tasks=InMemoryTaskStore(ttl_s=ttl_s, max_tasks=max_tasks, leases=leases),
-            messages=InMemoryMessageStore(ttl_s=ttl_s),
+            messages=InMemoryMessageStore(ttl_s=ttl_s, max_conversations=max_tasks),
             checkpoints=InMemoryCheckpointStore(leases=leases),
             leases=leases,
             pushes=InMemoryPushConfigStore(max_tasks=max_tasks),

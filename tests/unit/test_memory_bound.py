@@ -1,5 +1,7 @@
 """The in-memory task store is bounded (A2A_MEMORY_MAX_TASKS): ended tasks make room, oldest first;
-when every task is active, a new one is refused as an overload instead of growing the process."""
+when every task is active, a new one is refused as an overload instead of growing the process.
+What lives alongside the tasks is bounded with them: conversations (as many as tasks) and the
+leases of dropped tasks."""
 
 from __future__ import annotations
 
@@ -8,8 +10,8 @@ import pytest
 from app.errors import OverloadedError, as_a2a_error
 from stores import memory
 from stores.base import StoreFull
-from stores.memory import InMemoryTaskStore
-from stores.models import StatusUpdate, Task, TaskState, TaskStatus
+from stores.memory import InMemoryMessageStore, InMemoryStores, InMemoryTaskStore
+from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
 
 class Clock:
@@ -69,3 +71,57 @@ async def test_a_store_full_of_active_tasks_refuses_a_new_one() -> None:
     await finish(store, "a")
     await store.create(task("c"), owner="o")  # room again once one has ended
     assert await store.get("c", owner="o") is not None
+
+
+def said(text: str) -> list[ChatMessage]:
+    return [ChatMessage(role="user", content=text)]
+
+
+async def test_conversations_are_bounded_the_ones_written_to_longest_ago_go_first() -> None:
+    """Under sustained traffic every new context is a conversation: without a bound they
+    stayed for the TTL (days), growing the process by ~1.7 KiB a request."""
+    store = InMemoryMessageStore(max_conversations=100)
+    for n in range(100):
+        await store.append(f"c{n}", said(f"m{n}"), owner="o", unit_id="u1")
+    await store.append("c0", said("again"), owner="o", unit_id="u2")  # written to: now newest
+    assert await store.claim("c1", "t1", owner="o") is None  # a turn runs in c1
+    await store.append("new", said("hi"), owner="o", unit_id="u1")
+    # A hundredth at once, oldest written first, skipping the conversation a turn runs in.
+    assert await store.window("c2", owner="o", limit=10) == []
+    assert [m.content for m in await store.window("c0", owner="o", limit=10)] == ["m0", "again"]
+    assert [m.content for m in await store.window("c1", owner="o", limit=10)] == ["m1"]
+    assert [m.content for m in await store.window("c3", owner="o", limit=10)] == ["m3"]
+    assert [m.content for m in await store.window("new", owner="o", limit=10)] == ["hi"]
+    for n in range(1000):
+        await store.append(f"more{n}", said("x"), owner="o", unit_id="u1")
+    assert len(store._conversations) <= 100
+    assert [m.content for m in await store.window("c1", owner="o", limit=10)] == ["m1"]
+
+
+async def test_a_dropped_tasks_lease_goes_with_it_unless_held() -> None:
+    stores = InMemoryStores.create(ttl_s=3600, max_tasks=2)
+    for name in ("a", "b"):
+        await stores.tasks.create(task(name), owner="o")
+        assert await stores.leases.acquire(name, owner="o", holder=f"h-{name}", ttl_s=60)
+    await stores.leases.release("a", owner="o", holder="h-a")
+    await finish(stores.tasks, "a")
+    await finish(stores.tasks, "b")  # ended, its lease still held (a turn winding down)
+    await stores.tasks.create(task("c"), owner="o")
+    await stores.tasks.create(task("d"), owner="o")
+    assert await stores.tasks.get("a", owner="o") is None
+    assert await stores.tasks.get("b", owner="o") is None
+    assert ("o", "a") not in stores.leases._leases
+    assert await stores.leases.is_held("b", owner="o")  # held: kept, its holder still writes
+    await finish(stores.tasks, "c")
+    await finish(stores.tasks, "d")
+    for n in range(50):
+        await stores.tasks.create(task(f"t{n}"), owner="o")
+        await finish(stores.tasks, f"t{n}")
+        await stores.leases.acquire(f"t{n}", owner="o", holder="h", ttl_s=60)
+        await stores.leases.release(f"t{n}", owner="o", holder="h")
+    assert len(stores.leases._leases) <= 3
+
+
+def test_the_in_memory_stores_bound_conversations_as_tasks() -> None:
+    stores = InMemoryStores.create(ttl_s=3600, max_tasks=7)
+    assert stores.messages._max_conversations == 7
