@@ -10,6 +10,7 @@ import pytest
 from app.errors import OverloadedError, as_a2a_error
 from stores import memory
 from stores.base import StoreFull
+from stores.codec import dump_event
 from stores.memory import InMemoryMessageStore, InMemoryStores, InMemoryTaskStore
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
@@ -125,3 +126,24 @@ async def test_a_dropped_tasks_lease_goes_with_it_unless_held() -> None:
 def test_the_in_memory_stores_bound_conversations_as_tasks() -> None:
     stores = InMemoryStores.create(ttl_s=3600, max_tasks=7)
     assert stores.messages._max_conversations == 7
+
+
+async def test_a_journal_keeps_its_last_entries_at_their_positions() -> None:
+    store = InMemoryTaskStore(journal_max=5)
+    await store.create(task("a"), owner="o")
+    for n in range(9):  # positions 2..10
+        update = StatusUpdate(
+            task_id="a", context_id="c", status=TaskStatus(state=TaskState.WORKING)
+        )
+        await store.publish("a", update if n % 2 else dump_event(update), owner="o")
+    await finish(store, "a")  # position 11
+    entries = await store.read("a", owner="o", after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [7, 8, 9, 10, 11]
+    assert [entry.state for entry in entries] == [TaskState.WORKING] * 4 + [TaskState.COMPLETED]
+    assert all(entry.kind == "status" for entry in entries)
+    later = await store.read("a", owner="o", after=9, timeout_s=0)
+    assert [(entry.position, entry.state) for entry in later] == [
+        (10, TaskState.WORKING),
+        (11, TaskState.COMPLETED),
+    ]
+    assert await store.read("a", owner="o", after=11, timeout_s=0) == []
