@@ -8,10 +8,14 @@ import asyncio
 import math
 import time
 from collections.abc import Iterator
+from typing import Any
 
 import pytest
+from redis._parsers.encoders import Encoder
 from redis.asyncio import Redis
 from redis.asyncio.connection import Connection
+from redis.connection import PythonRespSerializer
+from redis.exceptions import DataError
 
 from stores.base import LeaseStatus, StoreUnavailable
 from stores.journal_mux import SHARD_JOURNALS
@@ -272,3 +276,25 @@ async def test_a_frozen_redis_fails_within_one_command_timeout(
         await stores.ping()
     finally:
         await stores.aclose()
+
+
+@pytest.mark.parametrize(
+    "args",
+    [
+        ("EVALSHA", "0123abcd", 2, "a2a:{t}:task", b"a2a:{t}:journal", 1.5, -3, ""),
+        ("SET", "key", "d\u00e9j\u00e0 vu \u2713"),
+        ("CLIENT SETNAME", "a2a-agent-server"),  # a name of two words: split
+        (b"GET", b"key"),
+        ("SET", bytearray(b"key"), memoryview(b"value")),  # converted by redis-py's serializer
+    ],
+)
+def test_commands_are_packed_as_redis_py_packs_them(args: tuple[Any, ...]) -> None:
+    ours = HiredisConnection().pack_command(*args)
+    assert b"".join(ours) == b"".join(
+        PythonRespSerializer(6000, Encoder("utf-8", "strict", False).encode).pack(*args)
+    )
+
+
+def test_a_value_redis_cannot_take_is_refused_as_redis_py_refuses_it() -> None:
+    with pytest.raises(DataError):
+        HiredisConnection().pack_command("SET", "key", None)
