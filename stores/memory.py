@@ -126,6 +126,12 @@ class _Touched(Protocol):
 TouchedT = TypeVar("TouchedT", bound=_Touched)
 
 
+def _room_to_make(size: int, limit: int) -> int:
+    """How many entries a store at its `limit` drops at once: a hundredth of the limit (so its
+    log line comes once per hundredth), or what brings it back under the limit if that is more."""
+    return max(size - limit + 1, limit // 100, 1)
+
+
 class _IdleSweeper:
     """Drops entries idle for longer than the TTL; sweeps at most once a minute."""
 
@@ -181,7 +187,7 @@ class InMemoryTaskStore(TaskStore):
         """Drop the tasks that ended longest ago (with their journals): a hundredth of the
         capacity at once, so that the log line comes once per hundredth. StoreFull if every task
         is still active."""
-        wanted = max(len(self._tasks) - self._max_tasks + 1, self._max_tasks // 100, 1)
+        wanted = _room_to_make(len(self._tasks), self._max_tasks)
         dropped = 0
         while self._ended and dropped < wanted:
             key, _ = self._ended.popitem(last=False)
@@ -252,10 +258,8 @@ class InMemoryTaskStore(TaskStore):
             return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
         if if_state is not None and stored.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
-        if isinstance(event, bytes):
-            self._append(stored, [event], event_id, None, None)
-        else:
-            self._append(stored, [dump_event(event)], event_id, event.kind, event_state(event))
+        kind, state = (None, None) if isinstance(event, bytes) else (event.kind, event_state(event))
+        self._append(stored, [dump_event(event)], event_id, kind, state)
         if snapshot is not None:
             stored.keep(snapshot, stored.position, snapshot_stored)
             if stored.state.is_terminal:
@@ -403,8 +407,7 @@ class InMemoryMessageStore(MessageStore):
         return True
 
     def _make_room(self) -> None:
-        wanted = max(len(self._conversations) - self._max_conversations + 1, 1)
-        wanted = max(wanted, self._max_conversations // 100)
+        wanted = _room_to_make(len(self._conversations), self._max_conversations)
         dropped = [
             key for key in islice(self._conversations, wanted * 2) if key not in self._claims
         ][:wanted]
