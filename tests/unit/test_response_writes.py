@@ -112,8 +112,12 @@ async def test_a_streams_head_goes_with_its_first_event(connection: Connection) 
     assert b"TASK_STATE_COMPLETED" in writes[-1]
 
 
-async def test_an_interim_100_continue_is_not_held(connection: Connection) -> None:
-    """The client waits for it before it sends the body: held, neither would come."""
+async def test_a_client_expecting_100_continue_gets_it_then_its_reply_in_one_write(
+    connection: Connection,
+) -> None:
+    """The interim 100 goes out alone (the client waits for it before sending the body), the
+    reply after it in one write. That the 100 is not held even a pass is shown below, on the
+    wrapper itself: here a held one would still come, a pass later."""
     request = rpc_request("SendMessage", headers="Expect: 100-continue\r\n")
     head, body = request.split(b"\r\n\r\n", 1)
     connection.protocol.data_received(head + b"\r\n\r\n")
