@@ -5,8 +5,16 @@ redis-py's cost is per round trip (a pool checkout, a write, a read wake-up), no
 The batcher keeps one pipeline in flight; whatever is issued meanwhile waits for it and then goes
 out as the next pipeline, so N concurrent turns publish their chunks, save their checkpoints and
 record their states in about one round trip. A lone caller waits for nothing: with nothing in
-flight its command goes out at once, as a plain command (a pipeline of one costs more in redis-py
-than the command alone) or as its own pipeline.
+flight its command goes out at once.
+
+On a single Redis the round trips go out on one connection of the client's pool, held for good,
+and are written and read there directly: the commands as their builds queue them on a pipeline
+kept only to record them, written at once, and each reply parsed as redis-py parses it (its
+response callbacks), an error reply in its place. redis-py's own pipeline execution (a pool
+checkout and release, its retry wrapper, the per-command bookkeeping around each reply) was a
+fifth of a SendMessage's CPU on Redis, and a lone command on the client about as much again.
+A connection that fails is dropped and the round trip is sent once more on a new one (the
+client's retry policy).
 
 A caller issues a script (`run_script`), a command (`run_command`) or a group of commands
 (`run_pipeline`, built on a pipeline as for `stores.redis_support.run_pipeline`), and gets its
@@ -30,12 +38,15 @@ reused), so a hung Redis is still noticed within one command timeout.
 from __future__ import annotations
 
 import asyncio
-from collections.abc import Awaitable, Callable, Sequence
+import inspect
+from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 from redis.asyncio import Redis
+from redis.asyncio.connection import AbstractConnection
+from redis.client import EMPTY_RESPONSE, NEVER_DECODE
 from redis.exceptions import ConnectionError as RedisConnectionError
-from redis.exceptions import NoScriptError
+from redis.exceptions import NoScriptError, ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.redis_support import AnyPipeline, LuaScript, RedisClient, run_pipeline
@@ -45,6 +56,8 @@ MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
 Build = Callable[[AnyPipeline], None]
 # A caller waiting to go out: what it queues, its scripts (loaded on NOSCRIPT), its replies.
 _Call = tuple[Build, Sequence[LuaScript], "asyncio.Future[list[Any]]"]
+_Commands = list[tuple[tuple[Any, ...], Mapping[str, Any]]]  # a pipeline's: arguments, options
+_NOT_FOR_CALLBACKS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 
 
 class CommandBatcher:
@@ -60,40 +73,45 @@ class CommandBatcher:
         self._busy = False  # a round trip is in flight: new commands queue for the next one
         self._pending: list[_Call] = []
         self._sender: asyncio.Task[None] | None = None
+        if isinstance(client, Redis):
+            # The builds queue their commands on a pipeline used only to record them.
+            self._recorder = client.pipeline(transaction=False)
+            self._callbacks = client.response_callbacks
+        self._held: AbstractConnection | None = None
 
     async def run_script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
-        if self._batches and self._busy:
-            return (await self._queued(lambda pipe: script.queue(pipe, keys, args), [script]))[0]
-        return await self._alone(script(self._client, keys, args))
+        if not self._batches:
+            return await script(self._client, keys, args)
+        return (await self._call(lambda pipe: script.queue(pipe, keys, args), (script,)))[0]
 
     async def run_command(self, command: Callable[[Any], Any]) -> Any:
         """One command, written as a call on the client or a pipeline (redis-py gives both the
         same methods): `run_command(lambda redis: redis.get(key))`."""
-        if self._batches and self._busy:
-            return (await self._queued(command, ()))[0]
-        return await self._alone(command(self._client))
+        if not self._batches:
+            return await command(self._client)
+        return (await self._call(command, ()))[0]
 
     async def run_pipeline(self, build: Build, *, scripts: Sequence[LuaScript] = ()) -> list[Any]:
-        if self._batches and self._busy:
-            return await self._queued(build, scripts)
-        replies: list[Any] = await self._alone(run_pipeline(self._client, build, scripts=scripts))
-        return replies
-
-    async def _alone(self, call: Any) -> Any:
-        """Nothing in flight: this one goes out now; what comes meanwhile waits for it."""
         if not self._batches:
-            return await call
+            replies: list[Any] = await run_pipeline(self._client, build, scripts=scripts)
+            return replies
+        return await self._call(build, scripts)
+
+    async def _call(self, build: Build, scripts: Sequence[LuaScript]) -> list[Any]:
+        """A round trip in flight: this call waits for the next one. Nothing in flight: it goes
+        out now, and what comes meanwhile waits for it."""
+        replies: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
+        call = (build, scripts, replies)
+        if self._busy:
+            self._pending.append(call)
+            return await replies
         self._busy = True
         try:
-            return await self._bounded(call)
+            await self._send([call])
         finally:
             self._busy = False
             self._send_pending()
-
-    def _queued(self, build: Build, scripts: Sequence[LuaScript]) -> asyncio.Future[list[Any]]:
-        replies: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        self._pending.append((build, scripts, replies))
-        return replies
+        return replies.result()
 
     def _send_pending(self) -> None:
         if self._pending and not self._busy:
@@ -124,13 +142,8 @@ class CommandBatcher:
     async def _send(self, batch: list[_Call]) -> None:
         assert isinstance(self._client, Redis)  # batches only on one Redis
         for attempt in range(2):
-            pipe = self._client.pipeline(transaction=False)
-            spans = []
-            for build, _, _ in batch:
-                start = len(pipe.command_stack)
-                build(pipe)
-                spans.append((start, len(pipe.command_stack)))
-            replies = await self._bounded(pipe.execute(raise_on_error=False))
+            commands, spans = self._recorded(batch)
+            replies = await self._bounded(self._round_trip(commands))
             unknown: list[_Call] = []
             for call, (start, end) in zip(batch, spans, strict=True):
                 group = replies[start:end]
@@ -143,6 +156,55 @@ class CommandBatcher:
             for script in {script for _, scripts, _ in unknown for script in scripts}:
                 await self._bounded(self._client.script_load(script.source))
             batch = unknown
+
+    def _recorded(self, batch: list[_Call]) -> tuple[_Commands, list[tuple[int, int]]]:
+        """The batch's commands, as its callers' builds queue them, and where each caller's
+        are among them."""
+        recorder, spans = self._recorder, []
+        try:
+            for build, _, _ in batch:
+                start = len(recorder.command_stack)
+                build(recorder)
+                spans.append((start, len(recorder.command_stack)))
+        finally:
+            commands, recorder.command_stack = recorder.command_stack, []
+        return commands, spans
+
+    async def _round_trip(self, commands: _Commands) -> list[Any]:
+        """The commands written at once on the held connection and their replies read, each
+        parsed as redis-py parses it, an error reply in its place; once more on a new
+        connection if the connection failed (the client's retry policy)."""
+        for attempt in range(2):
+            if self._held is None:
+                assert isinstance(self._client, Redis)  # batches only on one Redis
+                self._held = await self._client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+            connection = self._held
+            try:
+                await connection.send_packed_command(
+                    connection.pack_commands([args for args, _ in commands]), check_health=False
+                )
+                return [
+                    await self._reply(connection, args[0], options) for args, options in commands
+                ]
+            except RedisConnectionError:
+                await connection.disconnect()  # the next write connects it anew
+                if attempt:
+                    raise
+        raise AssertionError("unreachable")
+
+    async def _reply(
+        self, connection: AbstractConnection, name: Any, options: Mapping[str, Any]
+    ) -> Any:
+        try:
+            reply = await connection.read_response(disable_decoding=NEVER_DECODE in options)
+        except ResponseError as exc:
+            return options.get(EMPTY_RESPONSE, exc)
+        callback = self._callbacks.get(name)
+        if callback is None:
+            return reply
+        options = {key: value for key, value in options.items() if key not in _NOT_FOR_CALLBACKS}
+        parsed = callback(reply, **options)
+        return await parsed if inspect.isawaitable(parsed) else parsed
 
     async def _bounded(self, round_trip: Awaitable[Any]) -> Any:
         if self._round_trip_timeout_s is None:

@@ -1,0 +1,110 @@
+"""The batcher's own round trips on one held connection: the same replies as redis-py's, one
+connection whoever calls, and a dropped connection replaced."""
+
+from __future__ import annotations
+
+import asyncio
+from typing import Any
+
+import pytest
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from stores.redis_batch import CommandBatcher
+from stores.redis_support import AnyPipeline, LuaScript
+from tests.redis.conftest import _connect, delete_prefix
+
+_PAIR = LuaScript("return {KEYS[1], tonumber(ARGV[1]) + 1, false}")
+
+
+def _commands(prefix: str) -> Any:
+    """The shapes the stores send, on keys of this test."""
+
+    def build(pipe: AnyPipeline) -> None:
+        key, zset, hash_key, members = (f"{prefix}:{name}" for name in ("k", "z", "h", "s"))
+        pipe.set(key, "first", nx=True, get=True, px=60_000)
+        pipe.set(key, "second", nx=True, get=True, px=60_000)
+        pipe.get(key)
+        pipe.get(f"{prefix}:missing")
+        pipe.pexpire(key, 60_000)
+        pipe.pexpire(f"{prefix}:missing", 60_000)
+        pipe.zadd(zset, {"a": 1.5, "b": 2})
+        pipe.zadd(zset, {"a": 3}, xx=True)
+        pipe.zrange(zset, 0, -1, withscores=True)
+        pipe.hset(hash_key, mapping={"holder": "h", "epoch": 3})
+        pipe.hmget(hash_key, ["holder", "epoch", "nothing"])
+        pipe.exists(key, f"{prefix}:missing")
+        pipe.rpush(f"{prefix}:l", "x", "y")
+        pipe.lrange(f"{prefix}:l", -49, -1)
+        pipe.sadd(members, "m")
+        pipe.delete(f"{prefix}:l")
+        _PAIR.queue(pipe, [f"{prefix}:k"], [41])
+
+    return build
+
+
+@pytest.mark.parametrize("decode", [False, True])
+async def test_replies_are_the_ones_redis_py_gives(prefix: str, decode: bool) -> None:
+    ours, theirs = await _connect(decode_responses=decode), await _connect(decode_responses=decode)
+    try:
+        await ours.script_load(_PAIR.source)
+        batched = await CommandBatcher(ours).run_pipeline(_commands(f"{prefix}:a"), scripts=[_PAIR])
+        pipe = theirs.pipeline(transaction=False)
+        _commands(f"{prefix}:b")(pipe)
+        expected = await pipe.execute()
+        renamed = [_renamed(reply, f"{prefix}:b", f"{prefix}:a") for reply in expected]
+        assert batched == renamed
+        assert [type(reply) for reply in batched] == [type(reply) for reply in renamed]
+        assert batched[0] is None and batched[1] in (b"first", "first")  # SET NX GET
+        assert batched[4] is True and batched[5] is False  # PEXPIRE: booleans, as redis-py's
+    finally:
+        await delete_prefix(ours, prefix)
+        await ours.aclose()
+        await theirs.aclose()
+
+
+def _renamed(reply: Any, old: str, new: str) -> Any:
+    if isinstance(reply, list):
+        return [_renamed(each, old, new) for each in reply]
+    if isinstance(reply, bytes):
+        return reply.replace(old.encode(), new.encode())
+    if isinstance(reply, str):
+        return reply.replace(old, new)
+    return reply
+
+
+async def test_lone_and_batched_calls_share_one_held_connection(client: Redis) -> None:
+    batcher = CommandBatcher(client)
+    alone = [await batcher.run_command(lambda redis: redis.client_id()) for _ in range(3)]
+    together = await asyncio.gather(
+        *(batcher.run_command(lambda redis: redis.client_id()) for _ in range(20))
+    )
+    assert len(set(alone + together)) == 1
+
+
+async def test_a_dropped_connection_is_replaced_and_the_round_trip_sent_again(
+    client: Redis, other_client: Redis, prefix: str
+) -> None:
+    batcher = CommandBatcher(client)
+    first = await batcher.run_command(lambda redis: redis.client_id())
+    await other_client.client_kill_filter(_id=first)
+    key = f"{prefix}:after-kill"
+    assert await batcher.run_command(lambda redis: redis.set(key, "v")) is True
+    assert await client.get(key) == b"v"
+    assert await batcher.run_command(lambda redis: redis.client_id()) != first
+
+
+async def test_an_error_reply_is_its_callers_alone_and_the_connection_goes_on(
+    client: Redis, prefix: str
+) -> None:
+    batcher = CommandBatcher(client)
+    await client.set(f"{prefix}:text", "not a list")
+    with pytest.raises(ResponseError, match="WRONGTYPE"):
+        await batcher.run_command(lambda redis: redis.rpush(f"{prefix}:text", "x"))
+    outcomes = await asyncio.gather(
+        batcher.run_command(lambda redis: redis.rpush(f"{prefix}:text", "x")),
+        batcher.run_command(lambda redis: redis.rpush(f"{prefix}:list", "x")),
+        batcher.run_command(lambda redis: redis.lrange(f"{prefix}:list", 0, -1)),
+        return_exceptions=True,
+    )
+    assert isinstance(outcomes[0], ResponseError) and outcomes[1:] == [1, [b"x"]]
