@@ -177,12 +177,16 @@ class CommandBatcher:
         for attempt in range(2):
             if self._held is None:
                 assert isinstance(self._client, Redis)  # batches only on one Redis
-                self._held = await self._client.connection_pool.get_connection()  # type: ignore[no-untyped-call]
+                pool = self._client.connection_pool
+                self._held = await pool.get_connection()  # type: ignore[no-untyped-call]
             connection = self._held
             try:
-                await connection.send_packed_command(
-                    connection.pack_commands([args for args, _ in commands]), check_health=False
+                # One buffer, each command packed by the connection (hiredis: `redis_support`);
+                # redis-py's `pack_commands` regroups the packed pieces first, for nothing here.
+                packed = b"".join(
+                    [piece for args, _ in commands for piece in connection.pack_command(*args)]
                 )
+                await connection.send_packed_command(packed, check_health=False)
                 return [
                     await self._reply(connection, args[0], options) for args, options in commands
                 ]

@@ -213,23 +213,20 @@ async def test_many_blocked_readers_do_not_starve_commands(prefix: str) -> None:
 
 
 class _CountingConnection(Connection):
-    """Records what goes over the wire: one `writes` entry per round trip, with command names."""
+    """Records what goes over the wire: one `writes` entry per round trip (a write), with the
+    names of the commands packed for it."""
 
     writes: ClassVar[list[list[str]]] = []
-    _in_pipeline = False
 
     def pack_command(self, *args: Any) -> Any:
-        if not self._in_pipeline:
-            self.writes.append([str(args[0]).upper()])
+        self.__dict__.setdefault("packed", []).append(str(args[0]).upper())
         return super().pack_command(*args)
 
-    def pack_commands(self, commands: Any) -> Any:
-        self.writes.append([str(command[0]).upper() for command in commands])
-        self._in_pipeline = True
-        try:
-            return super().pack_commands(commands)
-        finally:
-            self._in_pipeline = False
+    async def send_packed_command(self, command: Any, check_health: bool = True) -> None:
+        names = self.__dict__.pop("packed", [])
+        if names:
+            self.writes.append(names)
+        await super().send_packed_command(command, check_health)
 
 
 @pytest.fixture
