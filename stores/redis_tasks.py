@@ -71,7 +71,8 @@ from stores.redis_support import (
 )
 from stores.shared_reads import SharedReads
 
-# KEYS: task hash, journal. ARGV: snapshot, event, state, ms, us, ttl ms, journal max.
+# KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
+# journal max, task id, index ttl ms. The indexes are given on one Redis (`_INDEXED_HERE`).
 _CREATE = LuaScript(
     """
 redis.call('DEL', KEYS[1], KEYS[2])
@@ -80,13 +81,19 @@ redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
+for i = 3, #KEYS do
+  redis.call('ZADD', KEYS[i], ARGV[4], ARGV[8])
+  redis.call('PEXPIRE', KEYS[i], ARGV[9])
+end
 return 1
 """
 )
 
-# KEYS: task hash, journal, lease. ARGV: ttl ms, journal max, event id, fence holder, fence epoch,
-# snapshot, state, ms, us, expected state (the five empty without a snapshot), then the events
-# (one, or a streamed answer's chunks that came while the previous write was out). Returns the
+# KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
+# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
+# expected state (the five empty without a snapshot), task id, index ttl ms (empty without
+# indexes), then the events (one, or a streamed answer's chunks that came while the previous
+# write was out). Returns the
 # last event's position, 0 if there is no such task, -1 if the task's state is not the expected
 # one (a compare-and-set), -2 if the fence's holder and epoch no longer hold the lease; nothing is
 # written in those cases. A repeat of the last event id (a retry after a lost reply) appends
@@ -104,9 +111,9 @@ if ARGV[4] ~= '' then
   if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
 end
 if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
-local count = #ARGV - 10
+local count = #ARGV - 12
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
-for i = 11, #ARGV do
+for i = 13, #ARGV do
   pos = pos + 1
   if ARGV[4] ~= '' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
@@ -118,6 +125,10 @@ if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos)
 if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
              'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
+  for i = 4, #KEYS do
+    redis.call('ZADD', KEYS[i], 'XX', ARGV[8], ARGV[11])
+    redis.call('PEXPIRE', KEYS[i], ARGV[12])
+  end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
@@ -125,6 +136,7 @@ return pos
 """
 )
 _NO_SNAPSHOT = ("", "", "", "", "")
+_NO_INDEXES = ("", "")
 
 logger = logging.getLogger(__name__)
 
@@ -159,6 +171,10 @@ class RedisTaskStore(TaskStore):
         self._journal_max = journal_max
         # The writes of concurrent turns share round trips (shared with the other stores).
         self._batcher = batcher or CommandBatcher(client)
+        # One Redis: the scripts that write a snapshot move the task in the list indexes too
+        # (four commands a state change fewer from here). A cluster keeps those apart: the
+        # indexes hash to other slots than the task.
+        self._indexed_in_scripts = isinstance(client, Redis)
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
         # per journal and position, shared by its readers (SharedReads).
         self._mux = (
@@ -179,14 +195,20 @@ class RedisTaskStore(TaskStore):
             *self._listing_fields(task),
             self._ttl_ms,
             self._journal_max,
+            task.id,
+            self._index_ttl_ms,
         ]
-
-        def build(pipe: AnyPipeline) -> None:
-            _CREATE.queue(pipe, keys, args)
-            self._queue_index(pipe, task, owner, add=True)
-
         with redis_available():
-            await self._batcher.run_pipeline(build, scripts=[_CREATE])
+            if self._indexed_in_scripts:
+                keys += self._index_keys(owner, task.context_id)
+                await self._batcher.run_script(_CREATE, keys, args)
+            else:
+
+                def build(pipe: AnyPipeline) -> None:
+                    _CREATE.queue(pipe, keys, args)
+                    self._queue_index(pipe, task, owner, add=True)
+
+                await self._batcher.run_pipeline(build, scripts=[_CREATE])
         return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
@@ -284,12 +306,14 @@ class RedisTaskStore(TaskStore):
                 # The streaming hot path: one EVALSHA, in the next round trip out.
                 args = self._publish_args([dump_event(event)], event_id, fence, _NO_SNAPSHOT)
                 position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+            elif self._indexed_in_scripts:
+                keys += self._index_keys(owner, snapshot.context_id)
+                fields = self._snapshot_fields(snapshot, snapshot_stored, if_state)
+                indexes = (task_id, self._index_ttl_ms)
+                args = self._publish_args([dump_event(event)], event_id, fence, fields, indexes)
+                position = int(await self._batcher.run_script(_PUBLISH, keys, args))
             else:
-                fields = (
-                    snapshot_stored if snapshot_stored is not None else dump_task(snapshot),
-                    *self._listing_fields(snapshot),
-                    if_state.value if if_state is not None else "",
-                )
+                fields = self._snapshot_fields(snapshot, snapshot_stored, if_state)
                 args = self._publish_args([dump_event(event)], event_id, fence, fields)
 
                 def build(pipe: AnyPipeline) -> None:
@@ -320,10 +344,22 @@ class RedisTaskStore(TaskStore):
         event_id: str | None,
         fence: Fence | None,
         snapshot: Sequence[Any],
+        indexes: Sequence[Any] = _NO_INDEXES,
     ) -> builtins.list[Any]:
-        """`_PUBLISH`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`."""
+        """`_PUBLISH`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`;
+        `indexes` the task id and the indexes' ttl when they are among the keys."""
         holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
-        return [self._ttl_ms, self._journal_max, event_id or "", holder, epoch, *snapshot, *events]
+        fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)
+        return [*fenced, *snapshot, *indexes, *events]
+
+    def _snapshot_fields(
+        self, snapshot: Task, stored: bytes | None, if_state: TaskState | None
+    ) -> tuple[Any, ...]:
+        return (
+            stored if stored is not None else dump_task(snapshot),
+            *self._listing_fields(snapshot),
+            if_state.value if if_state is not None else "",
+        )
 
     def _publish_keys(self, owner: str, task_id: str) -> builtins.list[str]:
         return [
@@ -387,12 +423,12 @@ class RedisTaskStore(TaskStore):
         """Index the task (create), or move it (publish: XX, so a publish that finds no task,
         e.g. another owner's, leaves no entry behind)."""
         score = timestamp_ms(task.status.timestamp)
-        for index in (
-            self._keys.owner_tasks(owner),
-            self._keys.context_tasks(owner, task.context_id),
-        ):
+        for index in self._index_keys(owner, task.context_id):
             pipe.zadd(index, {task.id: score}, xx=not add)
             pipe.pexpire(index, self._index_ttl_ms)
+
+    def _index_keys(self, owner: str, context_id: str) -> builtins.list[str]:
+        return [self._keys.owner_tasks(owner), self._keys.context_tasks(owner, context_id)]
 
 
 def _left_out(task_id: str, why: str) -> None:

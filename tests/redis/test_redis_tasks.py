@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 
-from stores.base import TaskGone, TaskQuery
+from stores.base import StateConflict, TaskGone, TaskQuery
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -33,6 +33,7 @@ from stores.models import (
 from stores.redis_batch import CommandBatcher
 from stores.redis_keys import RedisKeys
 from stores.redis_stores import RedisCheckpointStore, RedisMessageStore
+from stores.redis_support import timestamp_ms
 from stores.redis_tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
@@ -247,7 +248,7 @@ async def counted(prefix: str, read_client: Redis) -> AsyncIterator[tuple[RedisT
 async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
     counted: tuple[RedisTaskStore, Redis],
 ) -> None:
-    store, _ = counted
+    store, client = counted
     task = make_task()
     await store.create(task, owner=OWNER)
     await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
@@ -261,11 +262,39 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
     working = make_task(state=TaskState.WORKING)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
     await store.publish(task.id, update, owner=OWNER, snapshot=working)
-    assert writes == [["EVALSHA", "ZADD", "PEXPIRE", "ZADD", "PEXPIRE"]]
+    assert writes == [["EVALSHA"]]  # on one Redis the script moves the task in the indexes
+    keys = RedisKeys(store._keys.prefix)
+    moved_to = timestamp_ms(working.status.timestamp)
+    for index in (keys.owner_tasks(OWNER), keys.context_tasks(OWNER, task.context_id)):
+        assert await client.zscore(index, task.id) == moved_to
+        assert 0 < await client.pttl(index) <= 2 * TTL_S * 1000
 
     writes.clear()
     assert (await store.get(task.id, owner=OWNER)) is not None
     assert writes == [["HMGET"]]
+
+
+async def test_a_refused_state_change_leaves_the_indexes_as_they_were(
+    tasks: RedisTaskStore, client: Redis
+) -> None:
+    task = make_task()
+    await tasks.create(task, owner=OWNER)
+    keys = RedisKeys(tasks._keys.prefix)
+    indexes = (keys.owner_tasks(OWNER), keys.context_tasks(OWNER, task.context_id))
+    created_at = [await client.zscore(index, task.id) for index in indexes]
+    assert created_at == [timestamp_ms(task.status.timestamp)] * 2
+    working = make_task(state=TaskState.WORKING)
+    working.status.timestamp = datetime(2031, 1, 1, tzinfo=UTC)
+    update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
+    with pytest.raises(StateConflict):
+        await tasks.publish(
+            task.id, update, owner=OWNER, snapshot=working, if_state=TaskState.WORKING
+        )
+    assert [await client.zscore(index, task.id) for index in indexes] == created_at
+    await tasks.publish(task.id, update, owner=OWNER, snapshot=working)
+    moved_to = timestamp_ms(working.status.timestamp)
+    assert [await client.zscore(index, task.id) for index in indexes] == [moved_to] * 2
+    assert [task.id for task in (await tasks.list(TaskQuery(), owner=OWNER)).tasks] == [task.id]
 
 
 async def test_a_reader_following_a_task_costs_no_extra_command_per_chunk(
