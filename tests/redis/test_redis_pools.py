@@ -99,6 +99,7 @@ def test_hiredis_packs_the_bytes_redis_py_packs(command: tuple[object, ...]) -> 
     assert b"".join(hiredis.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
+@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
 async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) -> None:
     """What keeps running turns alive (renewals, the readiness probe) has connections of its
     own, and so has the shared batcher (the turns' writes, their leases' acquire and release)."""
@@ -128,6 +129,7 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) ->
         await stores.aclose()
 
 
+@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
 async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> None:
     """Streams on 300 different tasks are four Redis connections blocked in XREAD, not 300 (the
     first reader reads alone, the 299 others share reads of 128 journals each); each reader still
@@ -174,6 +176,7 @@ async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> 
         await stores.aclose()
 
 
+@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
 async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> None:
     """10,000 subscribers of one task must not be 10,000 Redis connections."""
     stores = create_redis_stores(
@@ -245,7 +248,7 @@ async def test_a_frozen_redis_fails_within_one_command_timeout(
 
     async def counted(self: Connection, command: object, check_health: bool = True) -> None:
         packed = b"".join(command) if isinstance(command, list) else command
-        if not isinstance(packed, bytes) or not packed.split(b"\r\n")[2] in _HANDSHAKE:
+        if not isinstance(packed, bytes) or packed.split(b"\r\n")[2] not in _HANDSHAKE:
             sent.append(command)  # a connection's handshake (after a drop) is no resend
         await send(self, command, check_health)
 
