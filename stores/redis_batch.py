@@ -172,29 +172,26 @@ class CommandBatcher:
 
     async def _round_trip(self, commands: _Commands) -> list[Any]:
         """The commands written at once on the held connection and their replies read, each
-        parsed as redis-py parses it, an error reply in its place; once more on a new
-        connection if the connection failed (the client's retry policy)."""
-        for attempt in range(2):
-            if self._held is None:
-                assert isinstance(self._client, Redis)  # batches only on one Redis
-                pool = self._client.connection_pool
-                self._held = await pool.get_connection()  # type: ignore[no-untyped-call]
-            connection = self._held
-            try:
-                # One buffer, each command packed by the connection (hiredis: `redis_support`);
-                # redis-py's `pack_commands` regroups the packed pieces first, for nothing here.
-                packed = b"".join(
-                    [piece for args, _ in commands for piece in connection.pack_command(*args)]
-                )
-                await connection.send_packed_command(packed, check_health=False)
-                return [
-                    await self._reply(connection, args[0], options) for args, options in commands
-                ]
-            except RedisConnectionError:
-                await connection.disconnect()  # the next write connects it anew
-                if attempt:
-                    raise
-        raise AssertionError("unreachable")
+        parsed as redis-py parses it, an error reply in its place; once more if the connection
+        failed (the client's retry policy: redis-py dropped it, the next write connects anew)."""
+        try:
+            return await self._exchange(commands)
+        except RedisConnectionError:
+            return await self._exchange(commands)
+
+    async def _exchange(self, commands: _Commands) -> list[Any]:
+        if self._held is None:
+            assert isinstance(self._client, Redis)  # batches only on one Redis
+            pool = self._client.connection_pool
+            self._held = await pool.get_connection()  # type: ignore[no-untyped-call]
+        connection = self._held
+        # One buffer, each command packed by the connection (hiredis: `redis_support`);
+        # redis-py's `pack_commands` regroups the packed pieces first, for nothing here.
+        packed = b"".join(
+            [piece for args, _ in commands for piece in connection.pack_command(*args)]
+        )
+        await connection.send_packed_command(packed, check_health=False)
+        return [await self._reply(connection, args[0], options) for args, options in commands]
 
     async def _reply(
         self, connection: AbstractConnection, name: Any, options: Mapping[str, Any]
@@ -206,7 +203,10 @@ class CommandBatcher:
         callback = self._callbacks.get(name)
         if callback is None:
             return reply
-        options = {key: value for key, value in options.items() if key not in _NOT_FOR_CALLBACKS}
+        if options:  # most commands have none: no dict to build per reply
+            options = {
+                key: value for key, value in options.items() if key not in _NOT_FOR_CALLBACKS
+            }
         parsed = callback(reply, **options)
         return await parsed if inspect.isawaitable(parsed) else parsed
 

@@ -72,7 +72,7 @@ from stores.redis_support import (
 from stores.shared_reads import SharedReads
 
 # KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
-# journal max, task id, index ttl ms. The indexes are given on one Redis (`_INDEXED_HERE`).
+# journal max, task id, index ttl ms. The indexes are given on one Redis (`_run_indexed`).
 _CREATE = LuaScript(
     """
 redis.call('DEL', KEYS[1], KEYS[2])
@@ -91,14 +91,13 @@ return 1
 
 # KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
 # ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
-# expected state (the five empty without a snapshot), task id, index ttl ms (empty without
-# indexes), then the events (one, or a streamed answer's chunks that came while the previous
-# write was out). Returns the
-# last event's position, 0 if there is no such task, -1 if the task's state is not the expected
-# one (a compare-and-set), -2 if the fence's holder and epoch no longer hold the lease; nothing is
-# written in those cases. A repeat of the last event id (a retry after a lost reply) appends
-# nothing and returns the first position. A fenced entry carries the writer's epoch, so a journal
-# shows who wrote it.
+# expected state (the five empty without a snapshot), task id, index ttl ms (both empty without
+# a snapshot), then the events (one, or a streamed answer's chunks that came while the previous
+# write was out). Returns the last event's position, 0 if there is no such task, -1 if the
+# task's state is not the expected one (a compare-and-set), -2 if the fence's holder and epoch
+# no longer hold the lease; nothing is written in those cases. A repeat of the last event id (a
+# retry after a lost reply) appends nothing and returns the first position. A fenced entry
+# carries the writer's epoch, so a journal shows who wrote it.
 _PUBLISH = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -171,9 +170,7 @@ class RedisTaskStore(TaskStore):
         self._journal_max = journal_max
         # The writes of concurrent turns share round trips (shared with the other stores).
         self._batcher = batcher or CommandBatcher(client)
-        # One Redis: the scripts that write a snapshot move the task in the list indexes too
-        # (four commands a state change fewer from here). A cluster keeps those apart: the
-        # indexes hash to other slots than the task.
+        # One Redis: the scripts that write a snapshot index the task too (`_run_indexed`).
         self._indexed_in_scripts = isinstance(client, Redis)
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
         # per journal and position, shared by its readers (SharedReads).
@@ -199,16 +196,7 @@ class RedisTaskStore(TaskStore):
             self._index_ttl_ms,
         ]
         with redis_available():
-            if self._indexed_in_scripts:
-                keys += self._index_keys(owner, task.context_id)
-                await self._batcher.run_script(_CREATE, keys, args)
-            else:
-
-                def build(pipe: AnyPipeline) -> None:
-                    _CREATE.queue(pipe, keys, args)
-                    self._queue_index(pipe, task, owner, add=True)
-
-                await self._batcher.run_pipeline(build, scripts=[_CREATE])
+            await self._run_indexed(_CREATE, keys, args, task, owner, add=True)
         return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
@@ -306,21 +294,17 @@ class RedisTaskStore(TaskStore):
                 # The streaming hot path: one EVALSHA, in the next round trip out.
                 args = self._publish_args([dump_event(event)], event_id, fence, _NO_SNAPSHOT)
                 position = int(await self._batcher.run_script(_PUBLISH, keys, args))
-            elif self._indexed_in_scripts:
-                keys += self._index_keys(owner, snapshot.context_id)
-                fields = self._snapshot_fields(snapshot, snapshot_stored, if_state)
+            else:
+                fields = (
+                    snapshot_stored if snapshot_stored is not None else dump_task(snapshot),
+                    *self._listing_fields(snapshot),
+                    if_state.value if if_state is not None else "",
+                )
                 indexes = (task_id, self._index_ttl_ms)
                 args = self._publish_args([dump_event(event)], event_id, fence, fields, indexes)
-                position = int(await self._batcher.run_script(_PUBLISH, keys, args))
-            else:
-                fields = self._snapshot_fields(snapshot, snapshot_stored, if_state)
-                args = self._publish_args([dump_event(event)], event_id, fence, fields)
-
-                def build(pipe: AnyPipeline) -> None:
-                    _PUBLISH.queue(pipe, keys, args)
-                    self._queue_index(pipe, snapshot, owner, add=False)
-
-                position = int((await self._batcher.run_pipeline(build, scripts=[_PUBLISH]))[0])
+                position = int(
+                    await self._run_indexed(_PUBLISH, keys, args, snapshot, owner, add=False)
+                )
         return _published(position, task_id, fence=fence, if_state=if_state)
 
     async def publish_chunks(
@@ -352,14 +336,28 @@ class RedisTaskStore(TaskStore):
         fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)
         return [*fenced, *snapshot, *indexes, *events]
 
-    def _snapshot_fields(
-        self, snapshot: Task, stored: bytes | None, if_state: TaskState | None
-    ) -> tuple[Any, ...]:
-        return (
-            stored if stored is not None else dump_task(snapshot),
-            *self._listing_fields(snapshot),
-            if_state.value if if_state is not None else "",
-        )
+    async def _run_indexed(
+        self,
+        script: LuaScript,
+        keys: builtins.list[str],
+        args: builtins.list[Any],
+        task: Task,
+        owner: str,
+        *,
+        add: bool,
+    ) -> Any:
+        """The script's reply, with the task indexed (`add`) or moved in the list indexes: by
+        the script itself on one Redis (given the index keys: four commands fewer), in the same
+        pipeline on a cluster (the indexes hash to other slots than the task)."""
+        if self._indexed_in_scripts:
+            indexed = [*keys, *self._index_keys(owner, task.context_id)]
+            return await self._batcher.run_script(script, indexed, args)
+
+        def build(pipe: AnyPipeline) -> None:
+            script.queue(pipe, keys, args)
+            self._queue_index(pipe, task, owner, add=add)
+
+        return (await self._batcher.run_pipeline(build, scripts=[script]))[0]
 
     def _publish_keys(self, owner: str, task_id: str) -> builtins.list[str]:
         return [
