@@ -80,6 +80,8 @@ async def test_lone_and_batched_calls_share_one_held_connection(client: Redis) -
         *(batcher.run_command(lambda redis: redis.client_id()) for _ in range(20))
     )
     assert len(set(alone + together)) == 1
+    # Held for good: the client's other commands never get it from the pool.
+    assert await client.client_id() not in alone
 
 
 async def test_a_dropped_connection_is_replaced_and_the_round_trip_sent_again(
