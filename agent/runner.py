@@ -40,6 +40,7 @@ from agent.observer import TurnObserver
 from agent.publisher import Turn, TurnCheckpoint, TurnPublisher
 from agent.state import LoopState
 from agent.tracing import Carrier, context_from, context_of, start_span
+from agent.turn_gate import TurnGate
 from stores.base import (
     CheckpointStore,
     Fence,
@@ -92,6 +93,7 @@ class TaskRunner:
         lease_ttl_s: float = 15.0,
         max_running_turns: int = 64,
         max_turns_per_owner: int | None = None,
+        turn_slice_s: float = 0.0,
         observer: TurnObserver | None = None,
     ) -> None:
         self._agent = agent
@@ -107,6 +109,7 @@ class TaskRunner:
         self.holder = holder
         self.lease_ttl_s = lease_ttl_s
         self.slots = Slots(max_running_turns, what="running turns", per_key=max_turns_per_owner)
+        self.gate = TurnGate(turn_slice_s)
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
         self._letting_go: set[asyncio.Task[None]] = set()
         self.on_launch: Callable[[str, str], None] = lambda task_id, owner: None
@@ -358,6 +361,7 @@ class TaskRunner:
         turn.trace = context_of(span)
         began = time.monotonic()
         try:
+            await self.gate.admit()
             await self.publisher.set_state(turn, TaskState.WORKING)
             if isinstance(start, LoopState):
                 state = start
@@ -367,6 +371,8 @@ class TaskRunner:
                 )
             async for event in self._agent.run(turn.context, state):
                 await self.publisher.on_event(turn, event)
+                if self.gate.overrun():
+                    await self.gate.admit()
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder

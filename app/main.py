@@ -250,6 +250,7 @@ def create_app(
         lease_ttl_s=settings.lease_ttl_s,
         max_running_turns=settings.a2a_max_running_turns,
         max_turns_per_owner=settings.a2a_max_turns_per_principal if per_principal else None,
+        turn_slice_s=settings.a2a_turn_slice_ms / 1000,
         observer=metrics,
     )
     supervisor = TurnSupervisor(runner, tasks=tasks, checkpoints=checkpoints)

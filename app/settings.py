@@ -161,6 +161,13 @@ class Settings(BaseSettings):
         ge=1,
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )
+    a2a_turn_slice_ms: float = Field(
+        0.0,
+        ge=0,
+        description="Loop time that turns may use in one event-loop pass (0: no limit); beyond"
+        " it turns wait for a later pass and new requests are read first: shorter waits for a"
+        " stream's first event on a saturated replica, fewer events/s (docs/operations.md).",
+    )
     a2a_max_streams: int = Field(
         10_000,
         ge=1,

@@ -61,6 +61,12 @@ async def test_environment_reaches_the_agent_and_the_card(
     assert not offered & {"ask_user", "finish"}, offered
 
 
+def test_the_turn_slice_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
+    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0  # off by default
+    monkeypatch.setenv("A2A_TURN_SLICE_MS", "2.5")
+    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0.0025
+
+
 def test_command_line_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:
     served: list[tuple[str, int]] = []
 

@@ -1,0 +1,120 @@
+"""TurnGate: once turns have used their slice of a loop pass, further turns wait, first come first
+served, and what arrived meanwhile runs before them. Time is a fake clock the tests move; the
+passes are the real event loop's."""
+
+from __future__ import annotations
+
+import asyncio
+
+import pytest
+
+from agent import turn_gate
+from agent.turn_gate import RUNNING_TURN_SLICES, TurnGate
+
+SLICE_S = 0.001
+
+
+class Clock:
+    def __init__(self) -> None:
+        self.now = 100.0
+
+    def __call__(self) -> float:
+        return self.now
+
+
+@pytest.fixture
+def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
+    fake = Clock()
+    monkeypatch.setattr(turn_gate.time, "perf_counter", fake)
+    return fake
+
+
+async def _turn(gate: TurnGate, name: str, log: list[str], clock: Clock, cost_s: float) -> None:
+    await gate.admit()
+    log.append(name)
+    clock.now += cost_s  # the turn's work: loop time it takes
+
+
+async def test_turns_within_the_slice_run_at_once(clock: Clock) -> None:
+    gate, log = TurnGate(SLICE_S), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S / 4)) for n in "abc"]
+    await asyncio.sleep(0)  # one pass: each turn's first step
+    assert log == ["a", "b", "c"]
+    await asyncio.gather(*turns)
+    assert gate.waiting == 0
+
+
+async def test_once_the_slice_is_spent_turns_wait_in_order_and_arrivals_go_first(
+    clock: Clock,
+) -> None:
+    gate, log = TurnGate(SLICE_S), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S * 2)) for n in "abcd"]
+    await asyncio.sleep(0)  # the pass in which they start: `a` spends the whole slice
+    assert log == ["a"]
+    assert gate.waiting == 3
+    # A request read at the end of this pass: its task starts in the next one.
+    asyncio.get_running_loop().call_soon(log.append, "request")
+    await asyncio.gather(*turns)
+    assert log == ["a", "request", "b", "c", "d"]
+    assert gate.waiting == 0
+
+
+async def test_a_waiting_turn_cancelled_does_not_hold_up_the_others(clock: Clock) -> None:
+    gate, log = TurnGate(SLICE_S), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S * 2)) for n in "abc"]
+    await asyncio.sleep(0)
+    turns[1].cancel()
+    await asyncio.gather(*turns, return_exceptions=True)
+    assert log == ["a", "c"]
+    assert turns[1].cancelled()
+    assert gate.waiting == 0
+
+
+async def test_a_turn_let_go_into_a_spent_pass_keeps_its_place(clock: Clock) -> None:
+    gate, log = TurnGate(SLICE_S), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S * 2)) for n in "abcd"]
+    for _ in range(2):  # `a` ran; `b` let go, `c` and `d` wait
+        await asyncio.sleep(0)
+    turns.append(asyncio.create_task(_turn(gate, "e", log, clock, SLICE_S * 2)))  # behind them
+    # then `b` runs, `c` and `d` are let go together; `c` spends the pass
+    await asyncio.gather(*turns)
+    # `c` spent the pass, so `d` went back: to the front, not behind `e` that came later
+    assert log == ["a", "b", "c", "d", "e"]
+
+
+async def test_a_turn_cancelled_after_it_was_let_go_holds_no_one_up(clock: Clock) -> None:
+    gate, log = TurnGate(SLICE_S), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S * 2)) for n in "abc"]
+    await asyncio.sleep(0)  # `a` ran; `b` and `c` wait
+    await asyncio.sleep(0)  # the gate's next pass: `b` let go, not yet resumed
+    turns[1].cancel()
+    await asyncio.gather(*turns, return_exceptions=True)
+    assert log == ["a", "c"]
+    assert gate.waiting == 0
+    await asyncio.sleep(0)  # a new pass, nothing spent: the next turn runs at once
+    last = asyncio.create_task(_turn(gate, "z", log, clock, 0.0))
+    await asyncio.sleep(0)
+    assert log == ["a", "c", "z"]
+    assert last.done()
+
+
+async def test_a_turn_under_way_goes_back_only_after_several_slices(clock: Clock) -> None:
+    gate = TurnGate(SLICE_S)
+    assert not gate.spent()  # the pass's first turn step starts its budget
+    clock.now += SLICE_S * (RUNNING_TURN_SLICES - 0.5)
+    assert gate.spent() and not gate.overrun()
+    clock.now += SLICE_S
+    assert gate.overrun()
+    other = asyncio.create_task(asyncio.sleep(0))  # runs at the loop's next pass
+    await gate.admit()  # back in the queue: let go at a later pass
+    assert other.done()
+    assert gate.waiting == 0
+
+
+async def test_no_slice_means_no_gate(clock: Clock) -> None:
+    gate, log = TurnGate(0.0), []
+    turns = [asyncio.create_task(_turn(gate, n, log, clock, 1.0)) for n in "abc"]
+    await asyncio.sleep(0)
+    assert log == ["a", "b", "c"]
+    await asyncio.gather(*turns)
+    assert not gate.spent() and not gate.overrun()
