@@ -170,10 +170,12 @@ class TaskRunner:
         client_tools: list[ClientTool] | None = None,
         followed: bool = True,
         hand_over: bool = False,
+        awaited: bool = False,
     ) -> None:
         """Run a new turn for the task (created inside `starting`) in the background. With
         `hand_over` the turn takes `task` itself (the caller does not read it while the turn runs),
-        else a copy."""
+        else a copy. `awaited`: the requester waits for the turn's end (a blocking send), so the
+        turn does not wait at the gate (its client has nothing yet); see `TurnGate`."""
         turn = self._turn(
             start,
             task if hand_over else copy_task(task),
@@ -181,10 +183,16 @@ class TaskRunner:
             client_tools=client_tools or [],
         )
         begin = ChatMessage(role="user", content=user_message.text())
-        self._launch(start, turn, begin, followed=followed)
+        self._launch(start, turn, begin, followed=followed, awaited=awaited)
 
     def launch_resumed(
-        self, start: TurnStart, task: Task, checkpoint: TurnCheckpoint, *, recovered: bool = False
+        self,
+        start: TurnStart,
+        task: Task,
+        checkpoint: TurnCheckpoint,
+        *,
+        recovered: bool = False,
+        awaited: bool = False,
     ) -> None:
         """Go on with a turn from a checkpoint, in the background.
 
@@ -200,7 +208,7 @@ class TaskRunner:
         )
         if recovered and checkpoint.loop.answer:
             turn.held_chunk = "".join(checkpoint.loop.answer)
-        self._launch(start, turn, checkpoint.loop)
+        self._launch(start, turn, checkpoint.loop, awaited=awaited)
 
     @staticmethod
     def _turn(start: TurnStart, task: Task, **fields: object) -> Turn:
@@ -285,11 +293,18 @@ class TaskRunner:
             await asyncio.wait([job])
 
     def _launch(
-        self, start: TurnStart, turn: Turn, begin: ChatMessage | LoopState, *, followed: bool = True
+        self,
+        start: TurnStart,
+        turn: Turn,
+        begin: ChatMessage | LoopState,
+        *,
+        followed: bool = True,
+        awaited: bool = False,
     ) -> None:
         """Start the turn's job; from now on the job owns the slot and the lease."""
         key = (turn.owner, turn.task.id)
-        job = asyncio.create_task(self._run(turn, begin), name=f"turn-{turn.task.id}")
+        gate = None if awaited else self.gate
+        job = asyncio.create_task(self._run(turn, begin, gate), name=f"turn-{turn.task.id}")
         self._running[key] = (job, turn)
         start.launched = True
         if followed:
@@ -351,7 +366,7 @@ class TaskRunner:
             except StoreUnavailable:
                 logger.warning("task_id=<%s> | could not hand the turn over", turn.task.id)
 
-    async def _run(self, turn: Turn, start: ChatMessage | LoopState) -> None:
+    async def _run(self, turn: Turn, start: ChatMessage | LoopState, gate: TurnGate | None) -> None:
         task = turn.task
         span = start_span(
             "agent.turn",
@@ -361,7 +376,8 @@ class TaskRunner:
         turn.trace = context_of(span)
         began = time.monotonic()
         try:
-            await self.gate.admit()
+            if gate is not None:
+                await gate.admit()
             await self.publisher.set_state(turn, TaskState.WORKING)
             if isinstance(start, LoopState):
                 state = start
@@ -371,8 +387,8 @@ class TaskRunner:
                 )
             async for event in self._agent.run(turn.context, state):
                 await self.publisher.on_event(turn, event)
-                if self.gate.overrun():
-                    await self.gate.admit()
+                if gate is not None and gate.overrun():
+                    await gate.admit()
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder

@@ -15,9 +15,10 @@ back of the queue. Between passes the loop polls, and new requests are read and 
 stream's first event, a refusal) before the queued turns go on. A turn that waits for its model
 (every remote one) seldom meets the gate: its steps are short, and its waits let the loop poll.
 
-Off by default: measured with bench/ (1 ms, 32 streams, bench/RESULTS.md) a stream's first event
-came 2.5x sooner at p50 and 3x at p99, for 15-20% fewer events/s, and 27% fewer blocking sends/s
-at 64 at once; an operator whose clients watch the first event under load may want that trade.
+A blocking send's turn never waits here: its client waits for the turn's end, so holding it
+back only lengthens that wait. Measured with bench/ at 32 concurrent streams (bench/RESULTS.md):
+with 1 ms (the default) a stream's first event came 2.4x sooner at p50 and 2.8x at p99, for
+~20% fewer events/s (turns run further from their requests, in more passes).
 """
 
 from __future__ import annotations

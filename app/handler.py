@@ -143,7 +143,7 @@ class RequestHandler:
             return await self._begin(request, owner=owner)
         with self._streams.held(owner):
             # The turn may take the new task itself: nothing here reads it while the turn runs.
-            record = await self._begin(request, owner=owner, hand_over=True)
+            record = await self._begin(request, owner=owner, hand_over=True, awaited=True)
             settled = await self._until_settled(
                 record.task.id, owner=owner, after=record.position, until_drain=True
             )
@@ -286,7 +286,7 @@ class RequestHandler:
         return record
 
     async def _begin(
-        self, request: SendRequest, *, owner: str, hand_over: bool = False
+        self, request: SendRequest, *, owner: str, hand_over: bool = False, awaited: bool = False
     ) -> TaskRecord:
         message = request.message
         if message.role != Role.USER:
@@ -302,7 +302,7 @@ class RequestHandler:
                     mediaType=part.media_type,
                 )
         if message.task_id:
-            return await self._continue(request, owner=owner)
+            return await self._continue(request, owner=owner, awaited=awaited)
         try:
             client_tools = parse_client_tools(message.metadata)
         except ClientToolsInvalid as exc:
@@ -336,6 +336,7 @@ class RequestHandler:
                     record.task,
                     message,
                     hand_over=hand_over,
+                    awaited=awaited,
                     trace_carrier=request.trace_carrier,
                     client_tools=client_tools,
                     # Push delivery looks for configs (a store read) only if there can be one.
@@ -381,7 +382,9 @@ class RequestHandler:
             return not record.task.status.state.is_terminal
         return await self._runner.leases.is_held(task_id, owner=owner)
 
-    async def _continue(self, request: SendRequest, *, owner: str) -> TaskRecord:
+    async def _continue(
+        self, request: SendRequest, *, owner: str, awaited: bool = False
+    ) -> TaskRecord:
         """A message on an existing task: only an interrupted task (waiting for input) takes one."""
         message = request.message
         assert message.task_id is not None
@@ -425,7 +428,7 @@ class RequestHandler:
                     task, TaskState.SUBMITTED, owner=owner, if_state=state, fence=start.fence
                 )
                 await self._register_push(request, task.id, owner=owner)
-                self._runner.launch_resumed(start, task, checkpoint)
+                self._runner.launch_resumed(start, task, checkpoint, awaited=awaited)
         except (LeaseTaken, LeaseLost) as exc:
             raise _moved_on(task.id) from exc
         return TaskRecord(task=task, owner=owner, position=position)

@@ -162,11 +162,11 @@ class Settings(BaseSettings):
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )
     a2a_turn_slice_ms: float = Field(
-        0.0,
+        1.0,
         ge=0,
-        description="Loop time that turns may use in one event-loop pass (0: no limit); beyond"
-        " it turns wait for a later pass and new requests are read first: shorter waits for a"
-        " stream's first event on a saturated replica, fewer events/s (docs/operations.md).",
+        description="Loop time turns may use in one event-loop pass; beyond it they wait for a"
+        " later pass and new requests are read first (a blocking send's turn never waits;"
+        " 0: no limit).",
     )
     a2a_max_streams: int = Field(
         10_000,

@@ -6,10 +6,13 @@ from __future__ import annotations
 
 import asyncio
 
+import httpx
 import pytest
 
 from agent import turn_gate
 from agent.turn_gate import RUNNING_TURN_SLICES, TurnGate
+from app.main import create_app
+from app.settings import Settings
 
 SLICE_S = 0.001
 
@@ -118,3 +121,62 @@ async def test_no_slice_means_no_gate(clock: Clock) -> None:
     assert log == ["a", "b", "c"]
     await asyncio.gather(*turns)
     assert not gate.spent() and not gate.overrun()
+
+
+class ClosedGate(TurnGate):
+    """A gate that holds every turn until opened."""
+
+    def __init__(self) -> None:
+        super().__init__(SLICE_S)
+        self.opened = asyncio.Event()
+        self.held = 0
+
+    async def admit(self) -> None:
+        self.held += 1
+        await self.opened.wait()
+
+    def overrun(self) -> bool:
+        return False
+
+
+async def _state(app_client: httpx.AsyncClient, task_id: str) -> str:
+    reply = await app_client.post("/", json=_rpc("GetTask", {"id": task_id}))
+    return str(reply.json()["result"]["status"]["state"])
+
+
+def _rpc(method: str, params: dict[str, object]) -> dict[str, object]:
+    return {"jsonrpc": "2.0", "id": 1, "method": method, "params": params}
+
+
+def _message(text: str) -> dict[str, object]:
+    return {"message": {"messageId": text, "role": "ROLE_USER", "parts": [{"text": text}]}}
+
+
+async def test_a_blocking_send_does_not_wait_at_the_gate_other_turns_do(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    """A blocking send's client waits for the turn's end: holding its turn back helps no one.
+    A turn whose client already has its answer (returnImmediately, or a stream's first event)
+    waits at the gate."""
+    monkeypatch.setenv("LLM_MODEL", "scripted")
+    monkeypatch.setenv("SCRIPTED_CHUNKS", "2")
+    app = create_app(Settings())
+    gate = app.state.handler._runner.gate = ClosedGate()
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        blocking = (await client.post("/", json=_rpc("SendMessage", _message("a")))).json()
+        assert blocking["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
+        assert gate.held == 0
+        params = _message("b") | {"configuration": {"returnImmediately": True}}
+        started = (await client.post("/", json=_rpc("SendMessage", params))).json()
+        task_id = started["result"]["task"]["id"]
+        for _ in range(5):
+            await asyncio.sleep(0)
+        assert gate.held == 1
+        assert await _state(client, task_id) == "TASK_STATE_SUBMITTED"
+        gate.opened.set()
+        for _ in range(100):
+            if await _state(client, task_id) == "TASK_STATE_COMPLETED":
+                break
+            await asyncio.sleep(0.01)
+        assert await _state(client, task_id) == "TASK_STATE_COMPLETED"
