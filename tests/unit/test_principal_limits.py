@@ -104,3 +104,8 @@ async def test_without_authentication_only_the_replica_limits_apply(llm: Scripte
         with pytest.raises(Overloaded, match="server is at its limit of 3 running turns"):
             await handler.send_message(send("one too many"), owner="anonymous")
         gate.set()
+        # All three turns end here, not cut short by the shutdown (one may have waited a pass
+        # at the turn gate before reaching its model).
+        await wait_until(
+            lambda: handler._runner.slots.held_by("anonymous") == 0, timeout_s=5, what="the turns"
+        )
