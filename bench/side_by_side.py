@@ -35,7 +35,7 @@ ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 CHUNKS = 20
 # The load scenarios run ours as a user starts it: its defaults (INFO logs, A2A_MAX_RUNNING_TURNS
-# 64, A2A_MEMORY_MAX_TASKS 10,000 with ended tasks dropped to make room), only the scripted model
+# 256, A2A_MEMORY_MAX_TASKS 10,000 with ended tasks dropped to make room), only the scripted model
 # set. The idle-stream scenarios hold 10,000 streams, the default limit of one replica: for them
 # the limits are raised (the reference has none). Streams on 10,000 tasks are 10,000 running
 # turns (each waits for its model).
