@@ -46,3 +46,6 @@ class TurnObserver:
 
     def on_takeover(self, outcome: str) -> None:
         """An orphaned turn was taken over: `resumed`, `restarted` or `failed`."""
+
+    def on_turn_held(self) -> None:
+        """A turn waited at the turn gate for a later loop pass (A2A_TURN_SLICE_MS)."""

@@ -376,8 +376,8 @@ class TaskRunner:
         turn.trace = context_of(span)
         began = time.monotonic()
         try:
-            if gate is not None:
-                await gate.admit()
+            if gate is not None and await gate.admit():
+                self.observer.on_turn_held()
             await self.publisher.set_state(turn, TaskState.WORKING)
             if isinstance(start, LoopState):
                 state = start
@@ -387,8 +387,8 @@ class TaskRunner:
                 )
             async for event in self._agent.run(turn.context, state):
                 await self.publisher.on_event(turn, event)
-                if gate is not None and gate.overrun():
-                    await gate.admit()
+                if gate is not None and gate.overrun() and await gate.admit():
+                    self.observer.on_turn_held()
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder

@@ -38,7 +38,6 @@ class TurnGate:
         self._pass_began = 0.0  # 0: no turn has stepped in this pass yet
         self._waiting: deque[asyncio.Future[None]] = deque()
         self._let_go = 0  # waiters let go that have not resumed yet: newcomers queue behind them
-        self._releasing = False
         # Turns let go per pass; grows while turns wait, shrinks when one let go found the slice
         # already spent (it goes back to the front).
         self._batch = 1
@@ -54,10 +53,11 @@ class TurnGate:
             return False
         return now - self._pass_began > self._slice_s * slices
 
-    async def admit(self) -> None:
-        """Return when the turn may run: at once if the budget allows and no turn waits."""
+    async def admit(self) -> bool:
+        """Return when the turn may run: at once if the budget allows and no turn waits. True
+        if it waited for a later pass."""
         if not self._slice_s or (not self._waiting and not self._let_go and not self.spent()):
-            return
+            return False
         loop = asyncio.get_running_loop()
         at_front = False
         while True:
@@ -66,8 +66,7 @@ class TurnGate:
                 self._waiting.appendleft(waiter)
             else:
                 self._waiting.append(waiter)
-            if not self._releasing:
-                self._releasing = True
+            if len(self._waiting) == 1:  # else a release is due already (see `_release`)
                 loop.call_soon(self._release)
             try:
                 await waiter
@@ -75,7 +74,7 @@ class TurnGate:
                 if waiter.done() and not waiter.cancelled():  # it had been let go
                     self._let_go -= 1
             if not self.spent():
-                return
+                return True
             self._batch = max(1, self._batch - 1)
             at_front = True
 
@@ -93,8 +92,9 @@ class TurnGate:
         return len(self._waiting)
 
     def _release(self) -> None:
-        """Once a pass while turns wait: a new budget, and the next `_batch` of them let go."""
-        self._pass_began = 0.0
+        """Once a pass while turns wait (so one is due whenever the queue is not empty): a new
+        budget, and the next `_batch` of them let go."""
+        self._new_pass()
         for _ in range(min(self._batch, len(self._waiting))):
             waiter = self._waiting.popleft()
             if not waiter.done():  # else cancelled while waiting
@@ -103,8 +103,6 @@ class TurnGate:
         if self._waiting:
             self._batch += 1
             asyncio.get_running_loop().call_soon(self._release)
-        else:
-            self._releasing = False
 
     def _new_pass(self) -> None:
-        self._pass_began = 0.0
+        self._pass_began = 0.0  # the next turn step starts this pass's budget

@@ -147,6 +147,11 @@ class Metrics(TurnObserver):
             "Orphaned turns taken over, by outcome (resumed, restarted, failed).",
             ["outcome"],
         )
+        self.turns_held = self._family(
+            Counter,
+            "a2a_turns_held",
+            "Times a turn waited at the turn gate for a later event-loop pass (A2A_TURN_SLICE_MS).",
+        )
 
     def _family(
         self,
@@ -196,6 +201,9 @@ class Metrics(TurnObserver):
 
     def on_takeover(self, outcome: str) -> None:
         self.takeovers.add(1, outcome)
+
+    def on_turn_held(self) -> None:
+        self.turns_held.add(1)
 
     # -- the bindings' facts ------------------------------------------------------------------
 

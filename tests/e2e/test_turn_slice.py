@@ -72,6 +72,11 @@ def test_every_turn_behind_the_gate_streams_all_its_events_and_completes(
     sliced_server: ServerProcess,
 ) -> None:
     streamed, states = asyncio.run(_streams_and_sends(sliced_server.url))
+    held = httpx.get(f"{sliced_server.url}/metrics", trust_env=False).text
+    # The gate held turns (streams' ones: blocking sends never wait there), and the server says so.
+    (count,) = [float(line.split()[1]) for line in held.splitlines()
+                if line.startswith("a2a_turns_held_total ")]  # fmt: skip
+    assert count > 0
     assert states == ["TASK_STATE_COMPLETED"] * (STREAMS * ROUNDS)
     assert len(streamed) == STREAMS * ROUNDS
     answer = "".join(scripted_chunk(i) for i in range(CHUNKS))

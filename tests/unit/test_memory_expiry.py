@@ -9,13 +9,7 @@ from stores.base import LeaseStatus
 from stores.memory import InMemoryLeaseStore, InMemoryMessageStore, InMemoryTaskStore
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 1000.0
-
-    def __call__(self) -> float:
-        return self.now
+from .fake_clock import Clock
 
 
 @pytest.fixture

@@ -14,15 +14,9 @@ from agent.turn_gate import RUNNING_TURN_SLICES, TurnGate
 from app.main import create_app
 from app.settings import Settings
 
+from .fake_clock import Clock
+
 SLICE_S = 0.001
-
-
-class Clock:
-    def __init__(self) -> None:
-        self.now = 100.0
-
-    def __call__(self) -> float:
-        return self.now
 
 
 @pytest.fixture
@@ -32,10 +26,12 @@ def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     return fake
 
 
-async def _turn(gate: TurnGate, name: str, log: list[str], clock: Clock, cost_s: float) -> None:
-    await gate.admit()
+async def _turn(gate: TurnGate, name: str, log: list[str], clock: Clock, cost_s: float) -> bool:
+    """A turn that takes `cost_s` of loop time; whether it waited at the gate."""
+    waited = await gate.admit()
     log.append(name)
     clock.now += cost_s  # the turn's work: loop time it takes
+    return waited
 
 
 async def test_turns_within_the_slice_run_at_once(clock: Clock) -> None:
@@ -43,7 +39,7 @@ async def test_turns_within_the_slice_run_at_once(clock: Clock) -> None:
     turns = [asyncio.create_task(_turn(gate, n, log, clock, SLICE_S / 4)) for n in "abc"]
     await asyncio.sleep(0)  # one pass: each turn's first step
     assert log == ["a", "b", "c"]
-    await asyncio.gather(*turns)
+    assert await asyncio.gather(*turns) == [False, False, False]
     assert gate.waiting == 0
 
 
@@ -57,7 +53,7 @@ async def test_once_the_slice_is_spent_turns_wait_in_order_and_arrivals_go_first
     assert gate.waiting == 3
     # A request read at the end of this pass: its task starts in the next one.
     asyncio.get_running_loop().call_soon(log.append, "request")
-    await asyncio.gather(*turns)
+    assert await asyncio.gather(*turns) == [False, True, True, True]
     assert log == ["a", "request", "b", "c", "d"]
     assert gate.waiting == 0
 
@@ -131,9 +127,10 @@ class ClosedGate(TurnGate):
         self.opened = asyncio.Event()
         self.held = 0
 
-    async def admit(self) -> None:
+    async def admit(self) -> bool:
         self.held += 1
         await self.opened.wait()
+        return True
 
     def overrun(self) -> bool:
         return False
