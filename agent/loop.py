@@ -68,12 +68,11 @@ def _add_answer_text(state: LoopState, text: str, *, new_paragraph: bool) -> lis
     """Add text to the turn's answer; text from another model call starts a new paragraph."""
     if not text:
         return []
-    deltas = []
     if new_paragraph and state.answer:
-        deltas.append(TextDelta(text=ANSWER_SEPARATOR))
-    deltas.append(TextDelta(text=text))
-    state.answer.extend(delta.text for delta in deltas)
-    return deltas
+        state.answer.extend((ANSWER_SEPARATOR, text))
+        return [TextDelta(text=ANSWER_SEPARATOR), TextDelta(text=text)]
+    state.answer.append(text)
+    return [TextDelta(text=text)]
 
 
 class _TurnEnded(Exception):

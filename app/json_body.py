@@ -62,10 +62,14 @@ def render_json(payload: Any) -> bytes:
         return json.dumps(payload, separators=(",", ":")).encode()
 
 
-def check_depth(value: Any, *, limit: int) -> None:
+def check_depth(value: Any, *, limit: int, text: bytes | None = None) -> None:
     """Raise InvalidParamsError if objects and arrays nest more than `limit` levels (the top-level
-    value is level 1); the message names the path of the first value found too deep."""
+    value is level 1); the message names the path of the first value found too deep. With the
+    `text` it was parsed from, the walk is skipped when the text has no more than `limit`
+    brackets that open (each level needs one; those in strings only count extra): most bodies."""
     if not isinstance(value, dict | list):
+        return
+    if text is not None and text.count(b"{") + text.count(b"[") <= limit:
         return
     stack: list[_Node] = [(value, 1, None, None)]
     while stack:

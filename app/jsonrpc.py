@@ -180,7 +180,7 @@ class JsonRpcBinding(Binding):
             if parse_error is not None:
                 raise parse_error
             notification = isinstance(payload, dict) and _is_notification(payload)
-            check_depth(payload, limit=self._max_json_depth)
+            check_depth(payload, limit=self._max_json_depth, text=body)
             name, method, params = self._envelope(payload)
             record.method, record.task_id = name, _task_id_of(params)
             check_version(request, generation_of(name))

@@ -79,6 +79,8 @@ def check_id(field: str, value: str | None) -> None:
         raise InvalidParamsError(f"{field} must not be empty or blank", field=field)
     if len(value) > MAX_ID_LENGTH:
         raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters", field=field)
+    if value.isascii() and value.isprintable():
+        return  # the usual id: ASCII has no format, surrogate or separator characters
     if any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") for char in value):
         raise InvalidParamsError(
             f"{field} must not contain control or format characters", field=field

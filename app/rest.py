@@ -105,7 +105,7 @@ async def read_body(request: Request, *, max_json_depth: int) -> JsonObject:
     if not raw.strip():
         return {}
     payload = parse_json(raw)
-    check_depth(payload, limit=max_json_depth)
+    check_depth(payload, limit=max_json_depth, text=raw)
     if not isinstance(payload, dict):
         raise InvalidParamsError("The request body must be a JSON object")
     return payload

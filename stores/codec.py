@@ -96,7 +96,7 @@ def load_event(raw: bytes | str) -> TaskEvent:
 
 
 def dump_task(task: Task) -> bytes:
-    return task.model_dump_json(by_alias=True, exclude_none=True).encode()
+    return task.__pydantic_serializer__.to_json(task, by_alias=True, exclude_none=True)
 
 
 def snapshot_event(stored_task: bytes) -> bytes:
@@ -116,7 +116,7 @@ def copy_task(task: Task) -> Task:
 
 
 def dump_message(message: ChatMessage) -> bytes:
-    return message.model_dump_json(exclude_none=True).encode()
+    return message.__pydantic_serializer__.to_json(message, exclude_none=True)
 
 
 def load_message(raw: bytes | str) -> ChatMessage:

@@ -57,6 +57,23 @@ def test_the_limit_itself_passes_one_more_level_does_not() -> None:
     assert raised.value.metadata == {"field": "a[0][0][0]", "maxDepth": "4"}
 
 
+@pytest.mark.parametrize("levels", [3, 4, 10])
+@pytest.mark.parametrize("text_field", ["", "[[[[[[{{{{{{"])  # brackets in a string count extra
+def test_the_text_a_value_was_parsed_from_decides_nothing_but_whether_to_walk(
+    levels: int, text_field: str
+) -> None:
+    """Skipping the walk for a text with few brackets never lets a too-deep value through."""
+    value = {"a": nested(levels), "s": text_field}
+    text = json.dumps(value).encode()
+    assert parse_json(text) == value
+    if levels + 1 <= 4:
+        check_depth(value, limit=4, text=text)
+        return
+    with pytest.raises(InvalidParamsError) as raised:
+        check_depth(value, limit=4, text=text)
+    assert raised.value.metadata == {"field": "a[0][0][0]", "maxDepth": "4"}
+
+
 def test_the_first_too_deep_value_in_document_order_is_named() -> None:
     params = {"message": {"parts": [{"text": "x"}, {"data": {"k": nested(40)}}], "z": nested(50)}}
     with pytest.raises(InvalidParamsError) as raised:
