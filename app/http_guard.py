@@ -104,7 +104,7 @@ class HostPolicy:
         name = host_name(host_header)
         if not name:
             return False
-        if self.any or _is_ip_address(name) or name in self._exact:
+        if self.any or name in self._exact or _is_ip_address(name):
             return True
         return any(name.endswith(suffix) for suffix in self._suffixes)
 

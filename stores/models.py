@@ -132,9 +132,7 @@ def part_as_text(part: Part) -> str:
     return f"[file: {part.filename or 'inline'} ({part.media_type or 'unknown type'})]"
 
 
-Timestamp = Annotated[
-    datetime, PlainSerializer(lambda moment: iso_timestamp(moment), when_used="json")
-]
+Timestamp = Annotated[datetime, PlainSerializer(iso_timestamp, when_used="json")]
 
 
 class TaskStatus(Record):
