@@ -64,10 +64,17 @@ def rss_kib(pid: int) -> int:
     raise RuntimeError("no VmRSS")
 
 
-def send(url: str, params: dict[str, object], method: str = "SendMessage") -> dict[str, object]:
+def send(
+    url: str,
+    params: dict[str, object],
+    method: str = "SendMessage",
+    client: httpx.Client | None = None,
+) -> dict[str, object]:
+    """One request; pass a `client` for many (a client of its own costs ~20 ms to make)."""
     body = loadgen.rpc_body(method, params)
-    reply = httpx.post(url, content=body, headers={"A2A-Version": "1.0",
-                       "Content-Type": "application/json"}, timeout=60).json()  # fmt: skip
+    post = client.post if client is not None else httpx.post
+    reply = post(url, content=body, headers={"A2A-Version": "1.0",
+                 "Content-Type": "application/json"}, timeout=60).json()  # fmt: skip
     if "result" not in reply:
         raise RuntimeError(f"{method} failed: {reply}")
     return reply["result"]
@@ -167,22 +174,24 @@ def measure_idle_streams(
     return figures
 
 
-def measure_history(url: str, sizes: list[int]) -> dict[str, float]:
+def measure_history(url: str, sizes: list[int], probes: int = 10) -> dict[str, float]:
     """Turn start (to the first answer chunk of a streamed send) in a conversation holding
-    `size` messages, for each size: median of 10 probes."""
-    figures: dict[str, float] = {}
-    context = f"history-{time.monotonic_ns()}"
-    held = 0
-    for size in sizes:
-        while held < size:  # each turn adds the user's message and the answer
-            send(url, in_context(context))
-            held += 2
-        probes = []
-        for _ in range(10):
-            probes.append(asyncio.run(first_chunk_s(url, context)))
-            held += 2
-        figures[f"turn start, {size} messages of history, ms"] = statistics.median(probes) * 1000
-    return figures
+    `size` messages, for each size: median of `probes`. One conversation per size, probed in
+    turn (a round visits every size), so that the machine's speed drifting over the minute this
+    takes moves every size alike instead of showing as a cost of the longer history."""
+    contexts = {size: f"history-{size}-{time.monotonic_ns()}" for size in sizes}
+    with httpx.Client() as client:
+        for size, context in contexts.items():
+            for _ in range(size // 2):  # each turn adds the user's message and the answer
+                send(url, in_context(context), client=client)
+    took: dict[int, list[float]] = {size: [] for size in sizes}
+    for _ in range(probes):
+        for size, context in contexts.items():
+            took[size].append(asyncio.run(first_chunk_s(url, context)))
+    return {
+        f"turn start, {size} messages of history, ms": statistics.median(took[size]) * 1000
+        for size in sizes
+    }
 
 
 def in_context(context: str) -> dict[str, object]:
