@@ -273,7 +273,7 @@ class TaskRunner:
         if running is None:
             return None
         job, turn = running
-        await _ended(job)
+        await asyncio.wait([job])
         return turn
 
     def leased(self) -> list[tuple[TaskRef, str]]:
@@ -420,21 +420,3 @@ class TaskRunner:
             await self.publisher.stop_writing(turn)  # a turn that ended wrote all: nothing to stop
             if not turn.suspended:
                 await self.publisher.end(turn)
-
-
-async def _ended(job: asyncio.Task[None]) -> None:
-    """Wait for `job` to end, whatever its outcome, without being cancelled with it: what
-    `asyncio.wait([job])` does, without its sets and counters (a blocking send waits so once)."""
-    if job.done():
-        return
-    waiter = asyncio.get_running_loop().create_future()
-
-    def wake(_: asyncio.Task[None]) -> None:
-        if not waiter.done():
-            waiter.set_result(None)
-
-    job.add_done_callback(wake)
-    try:
-        await waiter
-    finally:
-        job.remove_done_callback(wake)
