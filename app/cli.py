@@ -10,6 +10,7 @@ import sys
 from types import FrameType
 
 import uvicorn
+import uvloop
 from fastapi import FastAPI
 from pydantic import ValidationError
 
@@ -18,6 +19,7 @@ from agent.tools import ToolLoadError
 from app.auth import AuthConfigurationError
 from app.connections import raise_open_files_limit, with_limits
 from app.drain import Drain
+from app.listener import BurstListener
 from app.logs import configure_logging, lines_written_at_once, lines_written_per_loop_pass
 from app.main import create_app
 from app.settings import Settings
@@ -53,6 +55,31 @@ class DrainingServer(uvicorn.Server):
         self._loop = asyncio.get_running_loop()
         with lines_written_per_loop_pass(self._loop):
             await super().serve(sockets)
+
+    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        await super().startup(sockets)
+        loop = asyncio.get_running_loop()
+        if not self.started or not isinstance(loop, uvloop.Loop):
+            return  # asyncio's own loop accepts every pending connection at once already
+        config = self.config
+
+        def create_protocol() -> asyncio.Protocol:  # as uvicorn's own startup makes them
+            return config.http_protocol_class(  # type: ignore[call-arg]
+                config=config,
+                server_state=self.server_state,
+                app_state=self.lifespan.state,
+                _loop=loop,
+            )
+
+        listeners = [
+            listener
+            for server in self.servers
+            for listener in BurstListener.take_over(
+                server, create_protocol, loop, backlog=config.backlog
+            )
+        ]
+        # uvicorn only closes its servers and waits for them to close: listeners do both.
+        self.servers = listeners  # type: ignore[assignment]
 
     def handle_exit(self, sig: int, frame: FrameType | None) -> None:
         loop = self._loop
