@@ -256,12 +256,15 @@ class AgentLoop:
         span = start_span("llm.call", turn.trace, iteration=state.iterations)
         try:
             async for item in self._llm.stream(request):
-                if isinstance(item, LLMText):
-                    for delta in _add_answer_text(state, item.text, new_paragraph=first_text):
+                if not isinstance(item, LLMText):
+                    response = item
+                elif first_text:  # the call's first text: a new paragraph of the answer
+                    for delta in _add_answer_text(state, item.text, new_paragraph=True):
                         first_text = False
                         yield delta
-                else:
-                    response = item
+                elif item.text:  # the hot path: no list, no call per chunk
+                    state.answer.append(item.text)
+                    yield TextDelta(text=item.text)
         except LLMError as exc:
             span.set_status(StatusCode.ERROR, str(exc))
             raise _TurnEnded(self._failed(f"The model call failed: {exc}", state)) from exc

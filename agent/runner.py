@@ -379,13 +379,12 @@ class TaskRunner:
             if gate is not None and await gate.admit():
                 self.observer.on_turn_held()
             await self.publisher.set_state(turn, TaskState.WORKING)
+            context = turn.context  # made once: it walks the task's history
             if isinstance(start, LoopState):
                 state = start
             else:
-                state = await self._agent.start_turn(
-                    turn.context, start, client_tools=turn.client_tools
-                )
-            async for event in self._agent.run(turn.context, state):
+                state = await self._agent.start_turn(context, start, client_tools=turn.client_tools)
+            async for event in self._agent.run(context, state):
                 await self.publisher.on_event(turn, event)
                 if gate is not None and gate.overrun() and await gate.admit():
                     self.observer.on_turn_held()

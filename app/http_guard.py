@@ -21,6 +21,7 @@ Errors are JSON; `respond` chooses the body (the default is the HTTP+JSON AIP-19
 from __future__ import annotations
 
 import asyncio
+import functools
 import ipaddress
 from collections.abc import Awaitable, Callable, Iterable
 from typing import NoReturn
@@ -81,6 +82,7 @@ def host_name(host_header: str) -> str:
     return value.rstrip(".")
 
 
+@functools.lru_cache(maxsize=256)  # clients reach a server by the same few names
 def _is_ip_address(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
