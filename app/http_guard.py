@@ -82,7 +82,7 @@ def host_name(host_header: str) -> str:
     return value.rstrip(".")
 
 
-@functools.lru_cache(maxsize=256)  # clients reach a server by the same few names
+@functools.lru_cache(maxsize=64)  # clients reach a server by the same few names
 def _is_ip_address(name: str) -> bool:
     try:
         ipaddress.ip_address(name)
