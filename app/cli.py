@@ -57,6 +57,8 @@ class DrainingServer(uvicorn.Server):
             await super().serve(sockets)
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
+        """uvicorn's startup; then, on uvloop, its listening sockets are taken over by burst
+        listeners (app.listener: uvloop accepts one connection per pass of the loop)."""
         await super().startup(sockets)
         loop = asyncio.get_running_loop()
         if not self.started or not isinstance(loop, uvloop.Loop):
