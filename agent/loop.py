@@ -258,11 +258,11 @@ class AgentLoop:
             async for item in self._llm.stream(request):
                 if not isinstance(item, LLMText):
                     response = item
-                elif first_text:  # the call's first text: a new paragraph of the answer
-                    for delta in _add_answer_text(state, item.text, new_paragraph=True):
-                        first_text = False
-                        yield delta
-                elif item.text:  # the hot path: no list, no call per chunk
+                elif item.text:  # per chunk: no list and no call (the hot path of a turn)
+                    if first_text and state.answer:  # another call's text: a new paragraph
+                        state.answer.append(ANSWER_SEPARATOR)
+                        yield TextDelta(text=ANSWER_SEPARATOR)
+                    first_text = False
                     state.answer.append(item.text)
                     yield TextDelta(text=item.text)
         except LLMError as exc:

@@ -61,7 +61,7 @@ class DrainingServer(uvicorn.Server):
         listeners (app.listener: uvloop accepts one connection per pass of the loop)."""
         await super().startup(sockets)
         loop = asyncio.get_running_loop()
-        if not self.started or not isinstance(loop, uvloop.Loop):
+        if not isinstance(loop, uvloop.Loop):
             return  # asyncio's own loop accepts every pending connection at once already
         config = self.config
 

@@ -10,7 +10,8 @@ depending on how busy the loop was when they came).
 
 `BurstListener` takes the listening socket over from uvloop's server and accepts every pending
 connection (up to the backlog) each time it polls readable, as asyncio's own loop does; each one
-then becomes a transport of uvloop's with the same protocol as before.
+then becomes a transport of uvloop's with the same protocol as before (and TCP_NODELAY, which
+`connect_accepted_socket` sets).
 """
 
 from __future__ import annotations
@@ -30,8 +31,8 @@ _OUT_OF_DESCRIPTORS = (errno.EMFILE, errno.ENFILE, errno.ENOBUFS, errno.ENOMEM)
 
 
 class BurstListener:
-    """A listening socket served by `loop.add_reader`; quacks like the `asyncio.Server` it
-    replaces for uvicorn (`close`, `wait_closed`, `sockets`)."""
+    """A listening socket served by `loop.add_reader`; does what uvicorn asks of the server it
+    replaces (`close`, `wait_closed`)."""
 
     def __init__(
         self,
@@ -53,7 +54,7 @@ class BurstListener:
     @classmethod
     def take_over(
         cls,
-        server: asyncio.AbstractServer,
+        server: asyncio.Server,
         protocol_factory: Callable[[], asyncio.Protocol],
         loop: asyncio.AbstractEventLoop,
         *,
@@ -61,16 +62,9 @@ class BurstListener:
     ) -> list[BurstListener]:
         """Listeners on the sockets `server` listens on; `server` stops accepting (its sockets
         are duplicated first: the listening sockets stay open, with their pending connections)."""
-        sockets = [
-            socket.socket(fileno=os.dup(listening.fileno()))
-            for listening in getattr(server, "sockets", None) or ()
-        ]
+        sockets = [socket.socket(fileno=os.dup(listening.fileno())) for listening in server.sockets]
         server.close()
         return [cls(sock, protocol_factory, loop, backlog=backlog) for sock in sockets]
-
-    @property
-    def sockets(self) -> tuple[socket.socket, ...]:
-        return () if self._closed else (self._sock,)
 
     def close(self) -> None:
         if self._closed:
@@ -100,8 +94,6 @@ class BurstListener:
                 self._loop.remove_reader(self._sock.fileno())
                 self._loop.call_later(RETRY_AFTER_EMFILE_S, self._resume)
                 return
-            if conn.family in (socket.AF_INET, socket.AF_INET6):
-                conn.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)  # as uvloop's own
             connecting = self._loop.create_task(
                 self._loop.connect_accepted_socket(self._protocol_factory, conn)
             )
