@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import select
 import socket
-import threading
 import time
 from collections.abc import Iterator
 
@@ -18,6 +17,7 @@ from app.cli import server_config
 from app.main import create_app
 from app.settings import Settings
 from tests.e2e.harness import free_port
+from tests.unit.threaded_server import running
 
 pytestmark = pytest.mark.timeout(60)
 
@@ -42,16 +42,8 @@ def port(request: pytest.FixtureRequest) -> Iterator[int]:
         config = server_config(create_app(settings), settings)
     expected = {"httptools": "FastHeaderDeadlineProtocol", "h11": "HeaderDeadlineProtocol"}
     assert config.http.__name__ == expected[request.param]  # type: ignore[union-attr]
-    server = uvicorn.Server(config)
-    thread = threading.Thread(target=server.run, daemon=True)
-    thread.start()
-    deadline = time.monotonic() + 20
-    while not server.started:
-        assert time.monotonic() < deadline and thread.is_alive(), "the server did not start"
-        time.sleep(0.05)
-    yield settings.a2a_port
-    server.should_exit = True
-    thread.join(15)
+    with running(uvicorn.Server(config)):
+        yield settings.a2a_port
 
 
 def _connect(port: int) -> socket.socket:
