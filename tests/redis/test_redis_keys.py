@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import itertools
+import uuid
+from urllib.parse import quote
 
 import pytest
 from redis.crc import key_slot
@@ -30,6 +32,15 @@ def test_encode_is_injective_and_reversible() -> None:
     assert [decode(value) for value in encoded] == NASTY
     for value in encoded:
         assert value and not set(value) & set(":{}")
+
+
+def test_encode_names_keys_as_percent_encoding_always_has() -> None:
+    """Keys written before the shortcut for plain ids are found after it: every component is
+    encoded exactly as `quote(value, safe="")` encodes it (the empty one as a lone `%`)."""
+    single = [chr(code) for code in range(1, 256)] + ["\u2713", "\U0001f600"]
+    values = [*NASTY, *single, str(uuid.uuid4()), "owner_1.a~b-C", "id\n", "tenant-0"]
+    for value in values:
+        assert encode(value) == (quote(value, safe="") if value else "%"), repr(value)
 
 
 def test_task_keys_share_the_task_tag_and_name_the_owner() -> None:
