@@ -7,7 +7,7 @@ from collections.abc import AsyncIterator
 from functools import partial
 
 from agent.client_tools import ClientTool
-from agent.events import AgentEvent, MessagesCommitted
+from agent.events import AgentEvent, MessagesCommitted, TextSink
 from agent.hooks import TurnContext
 from agent.loop import AgentLoop
 from agent.retry import persistently
@@ -52,9 +52,12 @@ class Agent:
             client_tools=client_tools or [],
         )
 
-    async def run(self, turn: TurnContext, state: LoopState) -> AsyncIterator[AgentEvent]:
-        """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint)."""
-        async for event in self.loop.run(state, turn):
+    async def run(
+        self, turn: TurnContext, state: LoopState, *, on_text: TextSink | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint);
+        its streamed text to `on_text`, if given (`AgentLoop.run`)."""
+        async for event in self.loop.run(state, turn, on_text=on_text):
             if isinstance(event, MessagesCommitted):
                 await persistently(
                     partial(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Literal
 
@@ -41,6 +42,10 @@ class TextDelta:
 
     text: str
     kind: Literal["text_delta"] = "text_delta"
+
+
+TextSink = Callable[[str], Awaitable[None]]
+"""Takes a turn's streamed text where it would be a TextDelta event (`AgentLoop.run`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

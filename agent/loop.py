@@ -24,6 +24,7 @@ from agent.events import (
     LLMCallStarted,
     MessagesCommitted,
     TextDelta,
+    TextSink,
     TurnCompleted,
     TurnFailed,
     TurnStarted,
@@ -113,13 +114,19 @@ class AgentLoop:
             max_consecutive_tool_errors=max_consecutive_tool_errors,
         )
 
-    async def run(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
-        """Run (or go on with) the turn described by `state` until it ends or suspends."""
+    async def run(
+        self, state: LoopState, turn: TurnContext, *, on_text: TextSink | None = None
+    ) -> AsyncIterator[AgentEvent]:
+        """Run (or go on with) the turn described by `state` until it ends or suspends.
+
+        With `on_text`, a model call's streamed text is handed to it, in the events' order,
+        instead of yielded as TextDelta events: a chunk is the hot path of a turn, and each
+        generator it would pass through on its way up costs as much as handling it."""
         try:
             if state.iterations == 0 and not state.pending_calls:
                 yield TurnStarted()
                 await self._hooks.on_turn_start(turn)
-            async for event in self._steps(state, turn):
+            async for event in self._steps(state, turn, on_text):
                 yield event
             return
         except _TurnEnded as ended:
@@ -179,7 +186,9 @@ class AgentLoop:
             if waited is not None:
                 await self._toolbox.abandon(awaiting.call, waited.state)
 
-    async def _steps(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
+    async def _steps(
+        self, state: LoopState, turn: TurnContext, on_text: TextSink | None
+    ) -> AsyncIterator[AgentEvent]:
         while True:
             if state.pending_calls:
                 try:
@@ -211,7 +220,7 @@ class AgentLoop:
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
             response: LLMResponse | None = None
-            async for item in self._call_model(state, turn):
+            async for item in self._call_model(state, turn, on_text):
                 if isinstance(item, LLMResponse):
                     response = item
                 else:
@@ -233,7 +242,7 @@ class AgentLoop:
             yield CheckpointReached.of(state)
 
     async def _call_model(
-        self, state: LoopState, turn: TurnContext
+        self, state: LoopState, turn: TurnContext, on_text: TextSink | None
     ) -> AsyncIterator[TextDelta | LLMResponse]:
         messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
@@ -261,10 +270,16 @@ class AgentLoop:
                 elif item.text:  # per chunk: no list and no call (the hot path of a turn)
                     if first_text and state.answer:  # another call's text: a new paragraph
                         state.answer.append(ANSWER_SEPARATOR)
-                        yield TextDelta(text=ANSWER_SEPARATOR)
+                        if on_text is None:
+                            yield TextDelta(text=ANSWER_SEPARATOR)
+                        else:
+                            await on_text(ANSWER_SEPARATOR)
                     first_text = False
                     state.answer.append(item.text)
-                    yield TextDelta(text=item.text)
+                    if on_text is None:
+                        yield TextDelta(text=item.text)
+                    else:
+                        await on_text(item.text)
         except LLMError as exc:
             span.set_status(StatusCode.ERROR, str(exc))
             raise _TurnEnded(self._failed(f"The model call failed: {exc}", state)) from exc

@@ -151,12 +151,16 @@ class TurnPublisher:
         self._leases = leases
         self.observer = observer
 
+    async def on_text(self, turn: Turn, text: str) -> None:
+        """A chunk of the answer (a TextDelta's text, or handed over by the loop directly)."""
+        if turn.held_chunk is not None:
+            await self._send_chunk(turn, turn.held_chunk, last=False)
+        turn.held_chunk = text
+
     async def on_event(self, turn: Turn, event: AgentEvent) -> None:
         match event:
             case TextDelta(text=text):
-                if turn.held_chunk is not None:
-                    await self._send_chunk(turn, turn.held_chunk, last=False)
-                turn.held_chunk = text
+                await self.on_text(turn, text)
             case LLMCallStarted():
                 turn.model_call_started = time.monotonic()
             case LLMCallFinished(usage=usage):

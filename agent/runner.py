@@ -384,7 +384,13 @@ class TaskRunner:
                 state = start
             else:
                 state = await self._agent.start_turn(context, start, client_tools=turn.client_tools)
-            async for event in self._agent.run(context, state):
+
+            async def on_text(text: str) -> None:
+                await self.publisher.on_text(turn, text)
+                if gate is not None and gate.overrun() and await gate.admit():
+                    self.observer.on_turn_held()
+
+            async for event in self._agent.run(context, state, on_text=on_text):
                 await self.publisher.on_event(turn, event)
                 if gate is not None and gate.overrun() and await gate.admit():
                     self.observer.on_turn_held()

@@ -468,6 +468,38 @@ async def test_answer_separator_between_texts_of_two_model_calls(llm: ScriptedLL
     assert units[1].messages[0].content == "It is 2."
 
 
+async def test_a_text_sink_takes_the_text_where_the_deltas_were(llm: ScriptedLLM) -> None:
+    """With `on_text`, no TextDelta is yielded: the sink gets the same texts, separator
+    included, at the same points among the other events (the publisher keeps their order)."""
+    script = (
+        tools(call("c1", "add", {"a": 1, "b": 1}), chunks=["Let me ", "", "check."]),
+        text("It is ", "2."),
+    )
+    llm.script(*script)
+    yielded = [kinds([event]) for event in await run_turn(make_loop(llm, add))]
+    llm.script(*script)
+    log: list[object] = []
+
+    async def sink(text: str) -> None:
+        await asyncio.sleep(0)  # a sink that waits (a store write) holds the loop up
+        log.append(("text", text))
+
+    state = LoopState(conversation=[USER])
+    async for event in make_loop(llm, add).run(state, TURN, on_text=sink):
+        if not isinstance(event, CheckpointReached):
+            log.append(kinds([event]))
+
+    def texts(entries: list[object]) -> list[object]:
+        return [entry for entry in entries if isinstance(entry, tuple)]
+
+    assert texts(log) == [
+        ("text", piece) for piece in ["Let me ", "check.", ANSWER_SEPARATOR, "It is ", "2."]
+    ]
+    assert ["text_delta"] not in log
+    # Each text stands where its delta stood.
+    assert [["text_delta"] if isinstance(entry, tuple) else entry for entry in log] == yielded
+
+
 async def test_no_separator_when_the_first_call_had_no_text(llm: ScriptedLLM) -> None:
     llm.script(tools(call("c1", "add", {"a": 1, "b": 1})), text("Two."))
     events = await run_turn(make_loop(llm, add))
