@@ -322,7 +322,13 @@ class TurnPublisher:
         snapshot: Task | None,
         snapshot_stored: bytes | None = None,
     ) -> int:
-        await self.written(turn)  # the journal keeps the order the turn made its events in
+        # The journal keeps the order the turn made its events in: the chunks a write under way
+        # has taken are written first; those sent since go with this event, in its write (an
+        # answer's last chunk and its COMPLETED, say: one store round trip, not two).
+        chunks: list[bytes] = []
+        if not self._tasks.writes_in_process:
+            chunks, turn.unwritten = turn.unwritten, []
+        await self.written(turn)
         task_id, owner, fence = turn.task.id, turn.owner, turn.fence
         event_id = next(_EVENT_IDS)  # the same for every retry: the store journals it once
         return await persistently(
@@ -334,6 +340,7 @@ class TurnPublisher:
                 event_id=event_id,
                 fence=fence,
                 snapshot_stored=snapshot_stored,
+                chunks=chunks,
             ),
             what="event publish",
             on_unavailable=self.observer.on_store_unavailable,

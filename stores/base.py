@@ -143,9 +143,11 @@ class TaskStore(ABC):
         event_id: str | None = None,
         fence: Fence | None = None,
         snapshot_stored: bytes | None = None,
+        chunks: Sequence[bytes] = (),
     ) -> int:
         """Append an event (or its stored form, see `stores.codec`) to the journal and return its
-        position.
+        position; `chunks` (stored events, as for `publish_chunks`) go before it, in the same
+        atomic step and under the same `event_id`.
 
         When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
         as reflecting this position. Chunks are published without one (cheap streaming).

@@ -252,12 +252,15 @@ class InMemoryTaskStore(TaskStore):
         event_id: str | None = None,
         fence: Fence | None = None,
         snapshot_stored: bytes | None = None,
+        chunks: Sequence[bytes] = (),
     ) -> int:
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=fence)
         if stored is None:
             return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
         if if_state is not None and stored.state != if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
+        if chunks:
+            self._append(stored, chunks, None, "artifact", None)
         kind, state = (None, None) if isinstance(event, bytes) else (event.kind, event_state(event))
         self._append(stored, [dump_event(event)], event_id, kind, state)
         if snapshot is not None:

@@ -287,12 +287,14 @@ class RedisTaskStore(TaskStore):
         event_id: str | None = None,
         fence: Fence | None = None,
         snapshot_stored: bytes | None = None,
+        chunks: Sequence[bytes] = (),
     ) -> int:
         keys = self._publish_keys(owner, task_id)
+        events = [*chunks, dump_event(event)]
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
-                args = self._publish_args([dump_event(event)], event_id, fence, _NO_SNAPSHOT)
+                args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
                 position = int(await self._batcher.run_script(_PUBLISH, keys, args))
             else:
                 fields = (
@@ -301,7 +303,7 @@ class RedisTaskStore(TaskStore):
                     if_state.value if if_state is not None else "",
                 )
                 indexes = (task_id, self._index_ttl_ms)
-                args = self._publish_args([dump_event(event)], event_id, fence, fields, indexes)
+                args = self._publish_args(events, event_id, fence, fields, indexes)
                 position = int(
                     await self._run_indexed(_PUBLISH, keys, args, snapshot, owner, add=False)
                 )

@@ -394,10 +394,12 @@ async def test_turns_of_different_contexts_run_concurrently(rig: Rig) -> None:
 
 
 async def test_cancel_while_chunks_are_being_written(
-    rig: Rig, monkeypatch: pytest.MonkeyPatch
+    pausing: tuple[Rig, PausingModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    """The chunks go out behind the turn; a cancel that comes while their write is out ends the
-    turn canceled, with a journal without gaps (the chunks not written are dropped)."""
+    """The chunks go out behind the turn while the model is between chunks; a cancel that comes
+    while their write is out ends the turn canceled after it, with a journal without gaps (the
+    chunk held back for lookahead is dropped)."""
+    rig, _ = pausing
     writing, release = asyncio.Event(), asyncio.Event()
     publish_chunks = rig.tasks.publish_chunks
     # As a store a write waits for (Redis): the chunks written behind the turn, in batches.
@@ -409,22 +411,61 @@ async def test_cancel_while_chunks_are_being_written(
         return await publish_chunks(*args, **kwargs)  # type: ignore[arg-type]
 
     monkeypatch.setattr(rig.tasks, "publish_chunks", slow_publish_chunks)
-    rig.llm.script(text("a", "b", "c"))
     task = await rig.submit()
     await asyncio.wait_for(writing.wait(), 2)
-    assert await rig.runner.cancel(task.id, owner=OWNER) is True
+    cancel = asyncio.create_task(rig.runner.cancel(task.id, owner=OWNER))
+    await asyncio.sleep(0)  # the cancel is in: the turn stops, and waits for the write out
+    assert not cancel.done()
     release.set()
+    assert await cancel is True
 
-    final = await rig.snapshot(task.id)
-    assert final.status.state == TaskState.CANCELED
     entries = await rig.journal(task.id)
+    assert (await rig.snapshot(task.id)).status.state == TaskState.CANCELED
     assert [e.position for e in entries] == list(range(1, len(entries) + 1))
     assert [u.status.state for u in status_updates(entries)] == [
         TaskState.WORKING,
         TaskState.CANCELED,
     ]
-    assert chunks(entries) == []
+    assert [u.artifact.parts[0].text for u in chunks(entries)] == ["a"]
     assert await rig.claim_is_free(task.context_id)
+
+
+async def test_chunks_not_yet_taken_by_a_write_go_with_the_next_event(
+    rig: Rig, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """With a store a write waits for (Redis), an answer streamed faster than it is written costs
+    no write of its own: the chunks still waiting go in the COMPLETED event's write, before it."""
+    monkeypatch.setattr(rig.tasks, "writes_in_process", False)
+    writes: list[tuple[str, int]] = []
+    publish, publish_chunks = rig.tasks.publish, rig.tasks.publish_chunks
+
+    async def counted_publish(*args: object, **kwargs: object) -> int:
+        event = args[1]
+        state = event.status.state.value if isinstance(event, StatusUpdate) else "other"
+        writes.append((state, len(kwargs.get("chunks") or ())))  # type: ignore[arg-type]
+        return await publish(*args, **kwargs)  # type: ignore[arg-type]
+
+    async def counted_chunks(*args: object, **kwargs: object) -> int:
+        writes.append(("chunks", len(args[1])))  # type: ignore[arg-type]
+        return await publish_chunks(*args, **kwargs)  # type: ignore[arg-type]
+
+    monkeypatch.setattr(rig.tasks, "publish", counted_publish)
+    monkeypatch.setattr(rig.tasks, "publish_chunks", counted_chunks)
+    rig.llm.script(text("a", "b", "c"))
+    task = await rig.submit()
+
+    entries = await rig.journal(task.id)
+    assert writes == [("TASK_STATE_WORKING", 0), ("TASK_STATE_COMPLETED", 3)]
+    assert [e.position for e in entries] == list(range(1, len(entries) + 1))
+    answer = chunks(entries)
+    assert [u.artifact.parts[0].text for u in answer] == ["a", "b", "c"]
+    assert [(u.append, u.last_chunk) for u in answer] == [
+        (False, False),
+        (True, False),
+        (True, True),
+    ]
+    assert [u.status.state for u in status_updates(entries)][-1] == TaskState.COMPLETED
+    assert (await rig.snapshot(task.id)).status.state == TaskState.COMPLETED
 
 
 # --- chunks written in process (the in-memory store) -----------------------------------------

@@ -896,6 +896,36 @@ async def test_a_retried_chunk_batch_is_journaled_once(task_store: TaskStore, ow
     assert [entry.position for entry in entries] == [1, 2, 3, 4]
 
 
+async def test_chunks_published_with_an_event_go_before_it_in_the_same_write(
+    task_store: TaskStore, owner: str
+) -> None:
+    """An answer's last chunks and its COMPLETED (with the snapshot) in one write: consecutive
+    positions, the snapshot at the event's, and a retry under the same id journals nothing."""
+    task = make_task()
+    await task_store.create(task, owner=owner)
+    before = [dump_event(chunk_event(task, text)) for text in ("a", "b")]
+    task.status = TaskStatus(state=TaskState.COMPLETED)
+    ended = status_event(task, TaskState.COMPLETED)
+    first = await task_store.publish(
+        task.id, ended, owner=owner, snapshot=task, event_id="end", chunks=before
+    )
+    again = await task_store.publish(
+        task.id, ended, owner=owner, snapshot=task, event_id="end", chunks=before
+    )
+    assert first == again == 4
+    entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [(entry.position, entry.kind) for entry in entries] == [
+        (1, "task"),
+        (2, "artifact"),
+        (3, "artifact"),
+        (4, "status"),
+    ]
+    assert [entry.stored for entry in entries[1:3]] == before
+    record = await task_store.get(task.id, owner=owner)
+    assert record is not None and record.position == 4
+    assert record.task.status.state == TaskState.COMPLETED
+
+
 async def test_chunks_of_a_task_that_does_not_exist_are_refused(
     task_store: TaskStore, owner: str
 ) -> None:
