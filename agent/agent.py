@@ -41,11 +41,12 @@ class Agent:
     ) -> LoopState:
         """Commit the user message and build the turn's starting state."""
         # Only the window is read: starting a turn costs the same however long the conversation.
-        history = await self._messages.window(
-            turn.context_id, owner=turn.owner, limit=self._history_max_messages - 1
-        )
-        await self._messages.append(
-            turn.context_id, [user_message], owner=turn.owner, unit_id=f"{turn.task_id}:user"
+        history = await self._messages.window_then_append(
+            turn.context_id,
+            [user_message],
+            owner=turn.owner,
+            unit_id=f"{turn.task_id}:user",
+            limit=self._history_max_messages - 1,
         )
         return LoopState(
             conversation=[*starts_on_boundary(history), user_message],

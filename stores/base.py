@@ -220,6 +220,21 @@ class MessageStore(ABC):
         again what it may have committed before): history never holds a message twice.
         """
 
+    async def window_then_append(
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        limit: int,
+    ) -> list[ChatMessage]:
+        """`window(limit)` as it is before `append(messages, unit_id)`, then that append: a
+        turn's start (its history, then its user message). A store may do both in one step."""
+        window = await self.window(context_id, owner=owner, limit=limit)
+        await self.append(context_id, messages, owner=owner, unit_id=unit_id)
+        return window
+
     @abstractmethod
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         """Make `task_id` the context's running task; return the holder if another task has it."""

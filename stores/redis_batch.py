@@ -13,6 +13,8 @@ kept only to record them, written at once, and each reply parsed as redis-py par
 response callbacks), an error reply in its place. redis-py's own pipeline execution (a pool
 checkout and release, its retry wrapper, the per-command bookkeeping around each reply) was a
 fifth of a SendMessage's CPU on Redis, and a lone command on the client about as much again.
+The replies are taken from hiredis' reader directly: redis-py's `read_response` around each
+one (a timer, three coroutines) cost twice the parse.
 A connection that fails is dropped and the round trip is sent once more on a new one (the
 client's retry policy).
 
@@ -53,6 +55,9 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.redis_support import AnyPipeline, LuaScript, RedisClient, run_pipeline
 
+# What hiredis (>= 3.2) gives for a RESP3 push message (pub/sub, client tracking): none of
+# which these connections ask for, so one is passed over rather than taken for a reply.
+_PUSH = getattr(hiredis, "PushNotification", None)
 MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
 
 Build = Callable[[AnyPipeline], None]
@@ -210,15 +215,15 @@ class CommandBatcher:
         self, connection: AbstractConnection, reader: hiredis.Reader, commands: _Commands
     ) -> list[Any]:
         """The commands' replies straight from hiredis' reader, read from the socket while it
-        holds no whole one: what redis-py's `read_response` does around each (a timer check
-        and three coroutines) cost twice the parse."""
+        holds no whole one; an error reply in its place, as redis-py's pipelines give it."""
         replies = []
         for args, options in commands:
             decode = NEVER_DECODE not in options
             reply = reader.gets(decode)
-            while reply is _NOT_ENOUGH_DATA:
-                await connection._parser.read_from_socket()  # type: ignore[attr-defined]
-                reply = reader.gets(decode)
+            while reply is _NOT_ENOUGH_DATA or type(reply) is _PUSH:
+                if reply is _NOT_ENOUGH_DATA:
+                    await connection._parser.read_from_socket()  # type: ignore[attr-defined]
+                reply = reader.gets(decode)  # (a RESP3 push is no reply: none is asked for here)
             if isinstance(reply, ResponseError):
                 replies.append(options.get(EMPTY_RESPONSE, reply))
                 continue

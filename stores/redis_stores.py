@@ -65,6 +65,24 @@ return added
 """
 )
 
+# KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
+# The window as it was, then `_APPEND`: a turn's start in one script (and one round trip).
+_WINDOW_THEN_APPEND = LuaScript(
+    """
+local window = {}
+local size = tonumber(ARGV[1])
+if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
+if redis.call('SADD', KEYS[2], ARGV[2]) == 1 then
+  for i = 4, #ARGV, 1000 do
+    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return window
+"""
+)
+
 # KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
 _REPLACE_CLAIM = LuaScript(
     """
@@ -128,6 +146,21 @@ class RedisMessageStore(MessageStore):
         args = [unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
         with redis_available():
             return bool(await self._batcher.run_script(_APPEND, keys, args))
+
+    async def window_then_append(
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        limit: int,
+    ) -> list[ChatMessage]:
+        keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
+        args = [max(limit, 0), unit_id, self._ttl_ms, *[dump_message(m) for m in messages]]
+        with redis_available():
+            raw = await self._batcher.run_script(_WINDOW_THEN_APPEND, keys, args)
+        return [load_message(item) for item in raw]
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():

@@ -43,9 +43,15 @@ def _commands(prefix: str) -> Any:
     return build
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
 @pytest.mark.parametrize("decode", [False, True])
-async def test_replies_are_the_ones_redis_py_gives(prefix: str, decode: bool) -> None:
-    ours, theirs = await _connect(decode_responses=decode), await _connect(decode_responses=decode)
+async def test_replies_are_the_ones_redis_py_gives(
+    prefix: str, decode: bool, protocol: int
+) -> None:
+    """In RESP2 and in RESP3 (redis-py's default): the replies the batcher takes from hiredis'
+    reader are the ones redis-py's pipeline gives, parsed by the same callbacks."""
+    ours = await _connect(decode_responses=decode, protocol=protocol)
+    theirs = await _connect(decode_responses=decode, protocol=protocol)
     try:
         await ours.script_load(_PAIR.source)
         batched = await CommandBatcher(ours).run_pipeline(_commands(f"{prefix}:a"), scripts=[_PAIR])
@@ -110,3 +116,19 @@ async def test_an_error_reply_is_its_callers_alone_and_the_connection_goes_on(
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], ResponseError) and outcomes[1:] == [1, [b"x"]]
+
+
+async def test_a_push_message_on_the_held_connection_is_not_taken_for_a_reply(
+    client: Redis, other_client: Redis, prefix: str
+) -> None:
+    """A RESP3 push (here client tracking's invalidation, which the stores never turn on)
+    waiting before a reply is passed over: the reply is the command's own."""
+    assert client.connection_pool.connection_kwargs.get("protocol", 3) in (3, "3")
+    batcher, key = CommandBatcher(client), f"{prefix}:tracked"
+    await other_client.set(key, "1")
+    await batcher.run_command(lambda redis: redis.execute_command("CLIENT", "TRACKING", "ON"))
+    assert await batcher.run_command(lambda redis: redis.get(key)) == b"1"  # now tracked
+    await other_client.set(key, "2")  # an invalidation push to the batcher's connection
+    await asyncio.sleep(0.1)  # it is in the socket before the next reply
+    assert await batcher.run_command(lambda redis: redis.get(key)) == b"2"
+    assert await batcher.run_command(lambda redis: redis.get(f"{prefix}:missing")) is None

@@ -720,6 +720,31 @@ async def test_window_is_the_most_recent_messages(message_store: MessageStore, o
     assert await message_store.window("ctx", owner=owner, limit=0) == []
 
 
+async def test_a_turn_start_reads_the_window_before_its_message(
+    message_store: MessageStore, owner: str
+) -> None:
+    """`window_then_append`: the history as it was, then the unit appended (at most once)."""
+    await message_store.append("ctx", msgs("a", "b", "c"), owner=owner, unit_id="earlier")
+    before = await message_store.window_then_append(
+        "ctx", msgs("q"), owner=owner, unit_id="task-9:user", limit=2
+    )
+    assert [m.content for m in before] == ["b", "c"]
+    again = await message_store.window_then_append(
+        "ctx", msgs("q"), owner=owner, unit_id="task-9:user", limit=2
+    )
+    assert [m.content for m in again] == ["c", "q"]  # the unit was not appended twice
+    assert [m.content for m in await message_store.window("ctx", owner=owner, limit=10)] == list(
+        "abcq"
+    )
+    first = await message_store.window_then_append(
+        "new-ctx", msgs("hello"), owner=owner, unit_id="task-10:user", limit=0
+    )
+    assert first == []
+    assert [m.content for m in await message_store.window("new-ctx", owner=owner, limit=5)] == [
+        "hello"
+    ]
+
+
 async def test_messages_round_trip_every_field(message_store: MessageStore, owner: str) -> None:
     unit = [
         ChatMessage(role="user", content="q"),
