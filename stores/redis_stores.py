@@ -50,36 +50,24 @@ DEFAULT_TTL_S = 7 * 24 * 3600
 POOL_WAITS = 10
 """How many command timeouts a caller may wait for a free connection (see create_redis_stores)."""
 
-# KEYS: conversation, units. ARGV: unit id, ttl ms, messages... Returns 0 if the unit was there.
-_APPEND = LuaScript(
-    """
-local added = redis.call('SADD', KEYS[2], ARGV[1])
-if added == 1 then
-  for i = 3, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
-    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[2])
-return added
-"""
-)
-
 # KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
-# The window as it was, then `_APPEND`: a turn's start in one script (and one round trip).
-_WINDOW_THEN_APPEND = LuaScript(
+# Returns {1 if the unit is new (0: it was there, nothing appended), the last `window size`
+# messages as they were before}: a turn's start (its history, then its user message) is one
+# script, and one round trip.
+_APPEND = LuaScript(
     """
 local window = {}
 local size = tonumber(ARGV[1])
 if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
-if redis.call('SADD', KEYS[2], ARGV[2]) == 1 then
-  for i = 4, #ARGV, 1000 do
+local added = redis.call('SADD', KEYS[2], ARGV[2])
+if added == 1 then
+  for i = 4, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
     redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
 redis.call('PEXPIRE', KEYS[2], ARGV[3])
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return window
+return {added, window}
 """
 )
 
@@ -142,10 +130,8 @@ class RedisMessageStore(MessageStore):
         self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
     ) -> bool:
         """One script: record the unit id, and only if it is new, RPUSH all its messages."""
-        keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
-        args = [unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
-        with redis_available():
-            return bool(await self._batcher.run_script(_APPEND, keys, args))
+        added, _ = await self._append(context_id, messages, owner=owner, unit_id=unit_id, limit=0)
+        return bool(added)
 
     async def window_then_append(
         self,
@@ -156,11 +142,25 @@ class RedisMessageStore(MessageStore):
         unit_id: str,
         limit: int,
     ) -> list[ChatMessage]:
+        _, window = await self._append(
+            context_id, messages, owner=owner, unit_id=unit_id, limit=max(limit, 0)
+        )
+        return [load_message(item) for item in window]
+
+    async def _append(
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        limit: int,
+    ) -> tuple[int, list[bytes]]:
         keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
-        args = [max(limit, 0), unit_id, self._ttl_ms, *[dump_message(m) for m in messages]]
+        args = [limit, unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
         with redis_available():
-            raw = await self._batcher.run_script(_WINDOW_THEN_APPEND, keys, args)
-        return [load_message(item) for item in raw]
+            added, window = await self._batcher.run_script(_APPEND, keys, args)
+        return added, window
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():
