@@ -366,6 +366,11 @@ class TaskRunner:
             except StoreUnavailable:
                 logger.warning("task_id=<%s> | could not hand the turn over", turn.task.id)
 
+    async def _admit(self, gate: TurnGate) -> None:
+        """Through the gate (at once, or after waiting for a later pass: counted)."""
+        if await gate.admit():
+            self.observer.on_turn_held()
+
     async def _run(self, turn: Turn, start: ChatMessage | LoopState, gate: TurnGate | None) -> None:
         task = turn.task
         span = start_span(
@@ -376,8 +381,8 @@ class TaskRunner:
         turn.trace = context_of(span)
         began = time.monotonic()
         try:
-            if gate is not None and await gate.admit():
-                self.observer.on_turn_held()
+            if gate is not None:
+                await self._admit(gate)
             await self.publisher.set_state(turn, TaskState.WORKING)
             context = turn.context  # made once: it walks the task's history
             if isinstance(start, LoopState):
@@ -387,13 +392,13 @@ class TaskRunner:
 
             async def on_text(text: str) -> None:
                 await self.publisher.on_text(turn, text)
-                if gate is not None and gate.overrun() and await gate.admit():
-                    self.observer.on_turn_held()
+                if gate is not None and gate.overrun():
+                    await self._admit(gate)
 
             async for event in self._agent.run(context, state, on_text=on_text):
                 await self.publisher.on_event(turn, event)
-                if gate is not None and gate.overrun() and await gate.admit():
-                    self.observer.on_turn_held()
+                if gate is not None and gate.overrun():
+                    await self._admit(gate)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder
