@@ -2,7 +2,8 @@
 beside the official `a2a-sdk` server with an executor that emits the same events
 (bench/reference_server.py), in the same run, driven by the same load generators (wrk for
 request/response, bench/loadgen.py's asyncio client for streams). Prints metric, ours, reference,
-ratio; each figure the median of --runs interleaved runs.
+ratio; each figure the median of --runs runs, each scenario run on every server in turn (the
+servers side by side), and each ratio the median of the runs' own ratios.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/side_by_side.py [--seconds 5]
         [--runs 3] [--idle 1000 10000] [--quick]
@@ -22,8 +23,8 @@ import subprocess
 import sys
 import tempfile
 import time
-from collections.abc import Iterator
-from contextlib import contextmanager
+from collections.abc import Callable, Iterator
+from contextlib import ExitStack, contextmanager
 from pathlib import Path
 
 import httpx
@@ -107,33 +108,43 @@ def server(command: list[str], env: dict[str, str]) -> Iterator[tuple[str, int, 
         proc.wait(timeout=30)
 
 
-def measure_load(url: str, seconds: float) -> dict[str, float]:
-    figures: dict[str, float] = {}
+def load_scenarios(seconds: float) -> list[Callable[[str], dict[str, float]]]:
+    """The load scenarios, each a measure of one server (its URL) for `seconds`: run one after
+    the other on every server, so that the figures compared were taken a few seconds apart."""
     completed = loadgen.send_params()
-    for concurrency in (1, 16, 64):
-        rate = loadgen.wrk(url, method="SendMessage", params=completed,
-                           expect="TASK_STATE_COMPLETED", concurrency=concurrency,
-                           seconds=seconds)  # fmt: skip
-        figures[f"SendMessage c={concurrency} req/s"] = rate.per_s
-        figures[f"SendMessage c={concurrency} p50 ms"] = rate.p50_ms
-        figures[f"SendMessage c={concurrency} p99 ms"] = rate.p99_ms
-        figures[f"SendMessage c={concurrency} failures"] = rate.failures
-    for concurrency in (1, 32):
-        streamed = asyncio.run(loadgen.streams(url, concurrency=concurrency, seconds=seconds))
-        figures[f"stream c={concurrency} events/s"] = streamed.events_per_s
-        figures[f"stream c={concurrency} first event p50 ms"] = (
-            percentile(streamed.first_event_s, 0.5) * 1000
-        )
-        figures[f"stream c={concurrency} first event p99 ms"] = (
-            percentile(streamed.first_event_s, 0.99) * 1000
-        )
-        figures[f"stream c={concurrency} failures"] = streamed.failures
-    task_id = send(url, completed)["task"]["id"]  # type: ignore[index]
-    rate = loadgen.wrk(url, method="GetTask", params={"id": task_id}, expect=task_id,
-                       concurrency=16, seconds=seconds)  # fmt: skip
-    figures["GetTask c=16 req/s"] = rate.per_s
-    figures["GetTask c=16 p99 ms"] = rate.p99_ms
-    return figures
+
+    def send_message(concurrency: int) -> Callable[[str], dict[str, float]]:
+        def measure(url: str) -> dict[str, float]:
+            rate = loadgen.wrk(url, method="SendMessage", params=completed,
+                               expect="TASK_STATE_COMPLETED", concurrency=concurrency,
+                               seconds=seconds)  # fmt: skip
+            name = f"SendMessage c={concurrency}"
+            return {f"{name} req/s": rate.per_s, f"{name} p50 ms": rate.p50_ms,
+                    f"{name} p99 ms": rate.p99_ms, f"{name} failures": rate.failures}  # fmt: skip
+
+        return measure
+
+    def stream(concurrency: int) -> Callable[[str], dict[str, float]]:
+        def measure(url: str) -> dict[str, float]:
+            streamed = asyncio.run(loadgen.streams(url, concurrency=concurrency, seconds=seconds))
+            first = streamed.first_event_s
+            name = f"stream c={concurrency}"
+            return {
+                f"{name} events/s": streamed.events_per_s,
+                f"{name} first event p50 ms": percentile(first, 0.5) * 1000,
+                f"{name} first event p99 ms": percentile(first, 0.99) * 1000,
+                f"{name} failures": streamed.failures,
+            }
+
+        return measure
+
+    def get_task(url: str) -> dict[str, float]:
+        task_id = send(url, completed)["task"]["id"]  # type: ignore[index]
+        rate = loadgen.wrk(url, method="GetTask", params={"id": task_id}, expect=task_id,
+                           concurrency=16, seconds=seconds)  # fmt: skip
+        return {"GetTask c=16 req/s": rate.per_s, "GetTask c=16 p99 ms": rate.p99_ms}
+
+    return [*(send_message(c) for c in (1, 16, 64)), *(stream(c) for c in (1, 32)), get_task]
 
 
 def measure_idle_streams(
@@ -297,31 +308,65 @@ def main() -> None:
             "redis": (ours, {**scripted, "LLM_MODEL": "scripted", **on_redis}),
             "reference": (reference, scripted),
         }
-        for run in range(args.runs):  # interleaved: each run measures every target once
+        for run in range(args.runs):
+            figures = load_run(targets, run, args)
             for name, (command, env) in targets.items():
-                env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}"}
-                with server(command, env) as (url, pid, startup_s):
-                    figures = {"startup to first answer, s": startup_s}
-                    figures |= measure_load(url, args.seconds)
-                    if name != "reference":
-                        figures |= measure_history(url, args.history)
+                env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}-idle"}
                 with server(command, {**env, **OUR_LIMITS, **idle}) as (url, pid, _):
-                    figures |= measure_idle_streams(url, pid, args.idle, bare=False)
+                    figures[name] |= measure_idle_streams(url, pid, args.idle, bare=False)
                 with server(command, {**env, **OUR_LIMITS, **idle, **MANY_TURNS}) as (url, pid, _):
-                    figures |= measure_idle_streams(
+                    figures[name] |= measure_idle_streams(
                         url, pid, args.idle, bare=False, many_tasks=True
                     )
-                runs[name].append(figures)
-                print(f"run {run + 1} {name}: {json.dumps(figures)}", file=sys.stderr)
+                runs[name].append(figures[name])
+                print(f"run {run + 1} {name}: {json.dumps(figures[name])}", file=sys.stderr)
             bare = [sys.executable, str(ROOT / "bench" / "bare_asgi.py")]
             with bare_server(bare) as (url, pid):
                 runs.setdefault("bare ASGI", []).append(
                     measure_idle_streams(url, pid, args.idle, bare=True)
                 )
     result = {name: median_of(figures) for name, figures in runs.items() if figures}
+    ratios = paired_ratios(runs["memory"], runs["reference"])
     result["redis costs"] = redis_costs()
-    print_table(result)
-    print(json.dumps(result))
+    print_table(result, ratios)
+    print(json.dumps(result | {"ratios": ratios}))
+
+
+def load_run(
+    targets: dict[str, tuple[list[str], dict[str, str]]], run: int, args: argparse.Namespace
+) -> dict[str, dict[str, float]]:
+    """One run of the load scenarios: the servers started one after the other (each startup
+    timed alone), then every scenario on each server in turn, the order rotating from run to
+    run. A scenario's figures for ours and for the reference are taken seconds apart, not
+    minutes: the machine's speed, which drifts by a quarter over minutes here, moves both."""
+    figures: dict[str, dict[str, float]] = {}
+    urls: dict[str, str] = {}
+    with ExitStack() as servers:
+        for name, (command, env) in targets.items():
+            env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}"}
+            url, _, startup_s = servers.enter_context(server(command, env))
+            urls[name], figures[name] = url, {"startup to first answer, s": startup_s}
+        names = list(targets)
+        order = names[run % len(names) :] + names[: run % len(names)]
+        for scenario in load_scenarios(args.seconds):
+            for name in order:
+                figures[name] |= scenario(urls[name])
+        for name in names:
+            if name != "reference":
+                figures[name] |= measure_history(urls[name], args.history)
+    return figures
+
+
+def paired_ratios(
+    ours: list[dict[str, float]], reference: list[dict[str, float]]
+) -> dict[str, float]:
+    """Each metric's ratio ours / reference within each run (figures taken seconds apart), the
+    median over the runs."""
+    return {
+        metric: statistics.median(mine[metric] / theirs[metric] for mine, theirs in pairs)
+        for metric in ours[0]
+        if (pairs := [(m, t) for m, t in zip(ours, reference, strict=True) if t.get(metric)])
+    }
 
 
 @contextmanager
@@ -342,13 +387,14 @@ def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
         proc.wait(timeout=30)
 
 
-def print_table(result: dict[str, dict[str, float]]) -> None:
+def print_table(result: dict[str, dict[str, float]], ratios: dict[str, float]) -> None:
+    """Medians of the runs; the ratio is the median of each run's ratio (not the medians')."""
     memory, redis, reference = result["memory"], result["redis"], result["reference"]
     print("| metric | ours (memory) | ours (redis) | reference | memory / reference |")
     print("|---|---|---|---|---|")
     for metric, value in memory.items():
         ref = reference.get(metric)
-        ratio = f"{value / ref:.2f}" if ref else ""
+        ratio = f"{ratios[metric]:.2f}" if metric in ratios else ""
         cells = [fmt(value), fmt(redis.get(metric)), fmt(ref), ratio]
         print(f"| {metric} | {' | '.join(cells)} |")
     for metric, value in result.get("bare ASGI", {}).items():
