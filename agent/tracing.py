@@ -21,7 +21,12 @@ def start_span(name: str, parent: Context | None, **attributes: str | int) -> Sp
     return tracer.start_span(name, context=parent, attributes=attributes)
 
 
-def context_of(span: Span) -> Context:
+def context_of(span: Span) -> Context | None:
+    """The context holding `span`; None when its span context is invalid (no SDK configured
+    and no client trace to continue): then every child span, carrier and trace id of the turn
+    is the no-op it would have been, at no cost per use."""
+    if not span.get_span_context().is_valid:
+        return None
     return trace.set_span_in_context(span)
 
 

@@ -11,6 +11,7 @@ from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
 from agent.publisher import TurnCheckpoint
+from agent.tracing import carrier_of, context_from, context_of, trace_id_of
 
 from .engine_helpers import OWNER, Stores, make_loop, resume_turn, start_turn
 from .scripted_llm import ScriptedLLM, call, text, tools
@@ -92,3 +93,18 @@ async def test_a_resumed_turn_continues_the_same_trace(spans: InMemorySpanExport
     (resumed,) = named(list(spans.get_finished_spans()), "agent.turn")
     assert resumed.context.trace_id == TRACE_ID
     assert resumed.parent is not None and resumed.parent.span_id == first_turn.context.span_id
+
+
+def test_without_an_sdk_a_turn_keeps_only_a_clients_trace() -> None:
+    # No SDK: the turn's span is the client's own (a non-recording span of its traceparent), so
+    # its checkpoint and its calls to other agents still carry that trace; with no client trace
+    # there is nothing to carry, and the turn holds no context at all.
+    tracer = trace.NoOpTracer()
+    joined = context_of(
+        tracer.start_span("agent.turn", context=context_from({"traceparent": TRACEPARENT}))
+    )
+    assert carrier_of(joined) == {"traceparent": TRACEPARENT}
+    assert trace_id_of(joined) == f"{TRACE_ID:032x}"
+    alone = context_of(tracer.start_span("agent.turn", context=context_from({})))
+    assert alone is None
+    assert carrier_of(alone) == {} and trace_id_of(alone) is None
