@@ -130,7 +130,7 @@ class RedisMessageStore(MessageStore):
         self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
     ) -> bool:
         """One script: record the unit id, and only if it is new, RPUSH all its messages."""
-        added, _ = await self._append(context_id, messages, owner=owner, unit_id=unit_id, limit=0)
+        added, _ = await self._append(owner, context_id, unit_id, messages, 0)
         return bool(added)
 
     async def window_then_append(
@@ -142,25 +142,19 @@ class RedisMessageStore(MessageStore):
         unit_id: str,
         limit: int,
     ) -> list[ChatMessage]:
-        _, window = await self._append(
-            context_id, messages, owner=owner, unit_id=unit_id, limit=max(limit, 0)
-        )
+        _, window = await self._append(owner, context_id, unit_id, messages, limit)
         return [load_message(item) for item in window]
 
     async def _append(
-        self,
-        context_id: str,
-        messages: list[ChatMessage],
-        *,
-        owner: str,
-        unit_id: str,
-        limit: int,
+        self, owner: str, context_id: str, unit_id: str, messages: list[ChatMessage], window: int
     ) -> tuple[int, list[bytes]]:
+        """`_APPEND`: whether the unit was new, and the last `window` messages before it (none
+        for a window of 0 or less)."""
         keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
-        args = [limit, unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
+        args = [window, unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
         with redis_available():
-            added, window = await self._batcher.run_script(_APPEND, keys, args)
-        return added, window
+            added, before = await self._batcher.run_script(_APPEND, keys, args)
+        return added, before
 
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():

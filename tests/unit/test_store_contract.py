@@ -743,6 +743,13 @@ async def test_a_turn_start_reads_the_window_before_its_message(
     assert [m.content for m in await message_store.window("new-ctx", owner=owner, limit=5)] == [
         "hello"
     ]
+    # A window below 0 is none too (the Redis script reads no list for it).
+    assert (
+        await message_store.window_then_append(
+            "new-ctx", msgs("again"), owner=owner, unit_id="task-11:user", limit=-1
+        )
+        == []
+    )
 
 
 async def test_messages_round_trip_every_field(message_store: MessageStore, owner: str) -> None:
