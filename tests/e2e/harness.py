@@ -8,6 +8,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import random
 import re
 import socket
 import subprocess
@@ -59,10 +60,38 @@ _SCRUB = {
 }
 
 
+# A server is given its port before it binds it, so the port must stay free in between: ports are
+# handed out from 10000-19999, below the kernel's ephemeral range (no connection, no bind to port 0
+# takes one meanwhile), and each test process (a pytest-xdist worker) has a share of its own, so two
+# never pick the same one. A Redis cluster node's bus port (+10000) keeps to its worker's share too.
+_PORTS_FROM, _PORTS_TO = 10_000, 20_000
+
+
+def _port_share() -> range:
+    workers = int(os.environ.get("PYTEST_XDIST_WORKER_COUNT", "1"))
+    worker = int(os.environ.get("PYTEST_XDIST_WORKER", "gw0").removeprefix("gw"))
+    size = (_PORTS_TO - _PORTS_FROM) // workers
+    return range(_PORTS_FROM + worker * size, _PORTS_FROM + (worker + 1) * size)
+
+
+_PORT_SHARE = _port_share()
+# From a random place in the share: a run right after another does not meet its lingering ports.
+_NEXT_PORT = random.randrange(len(_PORT_SHARE))
+
+
 def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    """A loopback port nothing is bound to now, from this test process's share."""
+    global _NEXT_PORT
+    for _ in range(len(_PORT_SHARE)):
+        port = _PORT_SHARE[_NEXT_PORT]
+        _NEXT_PORT = (_NEXT_PORT + 1) % len(_PORT_SHARE)
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
+            try:
+                probe.bind(("127.0.0.1", port))
+            except OSError:
+                continue  # in use, or still lingering from a closed connection
+            return port
+    raise RuntimeError(f"no free port left in {_PORT_SHARE}")
 
 
 def new_id(prefix: str = "") -> str:

@@ -75,7 +75,7 @@ def test_the_flags_of_one_chunk_do_not_leak_into_the_next() -> None:
     assert final == expected("c", append=True, last=True)
 
 
-@pytest.mark.parametrize("placeholder", _MARKS)
+@pytest.mark.parametrize("placeholder", _MARKS, ids=lambda mark: mark.split("-")[0])
 def test_ids_that_look_like_the_placeholders_are_kept(placeholder: str) -> None:
     # A client chooses its context id: even a placeholder's own text there changes nothing.
     context_id = placeholder

@@ -12,7 +12,6 @@ from __future__ import annotations
 import asyncio
 import gc
 import json
-import socket
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from types import CoroutineType
@@ -26,16 +25,11 @@ from app.cli import server_config
 from app.main import create_app
 from app.settings import Settings
 from stores.models import JournalEntry, Task
+from tests.e2e.harness import free_port
 from tests.e2e_redis.support import REDIS_URL, connect, delete_prefix
 from tests.loop_timers import live_timers
 
 STREAMS = 40
-
-
-def free_port() -> int:
-    with socket.socket() as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
 
 
 @pytest.fixture
