@@ -31,9 +31,9 @@ pytestmark = pytest.mark.redis
 OWNER = "o:{1}"
 
 
-async def blocked_in(command: str) -> int:
-    """How many connections of Redis are blocked in `command` now (CLIENT LIST)."""
-    observer = Redis.from_url(REDIS_URL)
+async def blocked_in(url: str, command: str) -> int:
+    """How many connections of the Redis at `url` are blocked in `command` now (CLIENT LIST)."""
+    observer = Redis.from_url(url)
     try:
         clients = await observer.client_list()
         return sum(1 for c in clients if c.get("cmd") == command and "b" in c.get("flags", ""))
@@ -41,9 +41,9 @@ async def blocked_in(command: str) -> int:
         await observer.aclose()
 
 
-async def until_blocked(command: str, count: int) -> None:
-    """Wait until `count` connections of Redis are blocked in `command` (CLIENT LIST)."""
-    observer = Redis.from_url(REDIS_URL)
+async def until_blocked(url: str, command: str, count: int) -> None:
+    """Wait until `count` connections of the Redis at `url` are blocked in `command`."""
+    observer = Redis.from_url(url)
     try:
         for _ in range(200):
             clients = await observer.client_list()
@@ -99,12 +99,13 @@ def test_hiredis_packs_the_bytes_redis_py_packs(command: tuple[object, ...]) -> 
     assert b"".join(hiredis.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
-@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
-async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) -> None:
+async def test_a_flood_of_commands_never_starves_a_lease_renewal(
+    counted_redis: str, prefix: str
+) -> None:
     """What keeps running turns alive (renewals, the readiness probe) has connections of its
     own, and so has the shared batcher (the turns' writes, their leases' acquire and release)."""
     stores = create_redis_stores(
-        REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=4
+        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=4
     )
     sizes = PoolSizes.for_limits(max_running_turns=1, max_streams=4)
     try:
@@ -114,7 +115,7 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) ->
             asyncio.create_task(stores.client.blpop([f"{prefix}:nothing"], timeout=1))
             for _ in range(sizes.commands)
         ]
-        await until_blocked("blpop", sizes.commands)
+        await until_blocked(counted_redis, "blpop", sizes.commands)
         queued = asyncio.create_task(stores.client.get(f"{prefix}:nothing-here"))
         renewed = await stores.leases.renew("t", owner=OWNER, holder="h", ttl_s=5)
         assert renewed == LeaseStatus.HELD
@@ -129,13 +130,14 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(prefix: str) ->
         await stores.aclose()
 
 
-@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
-async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> None:
+async def test_readers_of_many_journals_share_one_blocking_read(
+    counted_redis: str, prefix: str
+) -> None:
     """Streams on 300 different tasks are four Redis connections blocked in XREAD, not 300 (the
     first reader reads alone, the 299 others share reads of 128 journals each); each reader still
     gets its own task's entries, whenever it comes and from wherever it is."""
     stores = create_redis_stores(
-        REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=200
+        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=200
     )
 
     async def publish(task_id: str) -> int:
@@ -154,9 +156,9 @@ async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> 
             await stores.tasks.create(new_task(name), owner=OWNER)
         timers = live_timers(asyncio.get_running_loop())
         readers = [reader(name) for name in names]
-        await until_blocked("xread", 4)
+        await until_blocked(counted_redis, "xread", 4)
         await asyncio.sleep(0.2)
-        assert await blocked_in("xread") == 1 + math.ceil(299 / SHARD_JOURNALS) == 4
+        assert await blocked_in(counted_redis, "xread") == 1 + math.ceil(299 / SHARD_JOURNALS) == 4
         # Their deadlines share timers (CoarseDeadlines): a few, not one per reader.
         assert live_timers(asyncio.get_running_loop()) - timers < 10
         assert await publish("t0") == 2
@@ -176,11 +178,12 @@ async def test_readers_of_many_journals_share_one_blocking_read(prefix: str) -> 
         await stores.aclose()
 
 
-@pytest.mark.usefixtures("client")  # deletes the prefix's keys afterwards
-async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> None:
+async def test_readers_of_one_journal_share_one_blocking_read(
+    counted_redis: str, prefix: str
+) -> None:
     """10,000 subscribers of one task must not be 10,000 Redis connections."""
     stores = create_redis_stores(
-        REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=1000
+        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=1000
     )
     try:
         await stores.tasks.create(new_task("t"), owner=OWNER)
@@ -191,9 +194,9 @@ async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> No
             )
 
         readers = [reader() for _ in range(1000)]
-        await until_blocked("xread", 1)
+        await until_blocked(counted_redis, "xread", 1)
         await asyncio.sleep(0.2)
-        assert await blocked_in("xread") == 1
+        assert await blocked_in(counted_redis, "xread") == 1
         # One leaves (its client went away), one asks for a shorter wait: the rest are untouched.
         readers.pop().cancel()
         started = time.monotonic()
@@ -216,7 +219,7 @@ async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> No
             asyncio.create_task(stores.tasks.read("u", owner=OWNER, after=1, timeout_s=10))
         ]
         await asyncio.sleep(0.2)
-        assert await blocked_in("xread") == 1
+        assert await blocked_in(counted_redis, "xread") == 1
         for job in later:
             job.cancel()
         await asyncio.gather(*later, return_exceptions=True)
@@ -224,10 +227,18 @@ async def test_readers_of_one_journal_share_one_blocking_read(prefix: str) -> No
         await stores.aclose()
     # A closed store's read does not hold its connection until it times out.
     for _ in range(100):
-        if await blocked_in("xread") == 0:
+        if await blocked_in(counted_redis, "xread") == 0:
             break
         await asyncio.sleep(0.02)
-    assert await blocked_in("xread") == 0, "a closed store's read still blocks"
+    assert await blocked_in(counted_redis, "xread") == 0, "a closed store's read still blocks"
+
+
+@pytest.fixture(scope="module")
+def counted_redis() -> Iterator[str]:
+    """The URL of a Redis only this module talks to: CLIENT LIST there counts this test's
+    connections alone (the shared one serves the other test processes' servers too)."""
+    with RedisServer(persistent=False) as server:
+        yield server.url
 
 
 @pytest.fixture(scope="module")
