@@ -61,9 +61,10 @@ _SCRUB = {
 
 
 # A server is given its port before it binds it, so the port must stay free in between: ports are
-# handed out from 10000-19999, below the kernel's ephemeral range (no connection, no bind to port 0
-# takes one meanwhile), and each test process (a pytest-xdist worker) has a share of its own, so two
-# never pick the same one. A Redis cluster node's bus port (+10000) keeps to its worker's share too.
+# handed out from 10000-19999, below Linux's default ephemeral range (32768-60999: no connection,
+# no bind to port 0 takes one meanwhile), and each test process (a pytest-xdist worker) has a share
+# of its own, so two never pick the same one. A Redis cluster node's bus port (+10000) falls in
+# 20000-29999, again in a share of its worker's own.
 _PORTS_FROM, _PORTS_TO = 10_000, 20_000
 
 
