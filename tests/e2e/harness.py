@@ -6,6 +6,7 @@ Everything talks to 127.0.0.1 only.
 from __future__ import annotations
 
 import contextlib
+import itertools
 import json
 import os
 import random
@@ -76,16 +77,13 @@ def _port_share() -> range:
 
 
 _PORT_SHARE = _port_share()
-# From a random place in the share: a run right after another does not meet its lingering ports.
-_NEXT_PORT = random.randrange(len(_PORT_SHARE))
+# Round the share from a random place: a run right after another does not meet its lingering ports.
+_PORTS = itertools.islice(itertools.cycle(_PORT_SHARE), random.randrange(len(_PORT_SHARE)), None)
 
 
 def free_port() -> int:
     """A loopback port nothing is bound to now, from this test process's share."""
-    global _NEXT_PORT
-    for _ in range(len(_PORT_SHARE)):
-        port = _PORT_SHARE[_NEXT_PORT]
-        _NEXT_PORT = (_NEXT_PORT + 1) % len(_PORT_SHARE)
+    for port in itertools.islice(_PORTS, len(_PORT_SHARE)):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
             try:
                 probe.bind(("127.0.0.1", port))

@@ -99,13 +99,21 @@ def test_hiredis_packs_the_bytes_redis_py_packs(command: tuple[object, ...]) -> 
     assert b"".join(hiredis.pack_command(*command)) == b"".join(python.pack_command(*command))
 
 
+@pytest.fixture(scope="module")
+def own_redis() -> Iterator[RedisServer]:
+    """A Redis only this module talks to: CLIENT LIST there counts its tests' connections alone
+    (the shared one also serves the other test processes' servers), and it can be frozen."""
+    with RedisServer(persistent=False) as server:
+        yield server
+
+
 async def test_a_flood_of_commands_never_starves_a_lease_renewal(
-    counted_redis: str, prefix: str
+    own_redis: RedisServer, prefix: str
 ) -> None:
     """What keeps running turns alive (renewals, the readiness probe) has connections of its
     own, and so has the shared batcher (the turns' writes, their leases' acquire and release)."""
     stores = create_redis_stores(
-        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=4
+        own_redis.url, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=4
     )
     sizes = PoolSizes.for_limits(max_running_turns=1, max_streams=4)
     try:
@@ -115,7 +123,7 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(
             asyncio.create_task(stores.client.blpop([f"{prefix}:nothing"], timeout=1))
             for _ in range(sizes.commands)
         ]
-        await until_blocked(counted_redis, "blpop", sizes.commands)
+        await until_blocked(own_redis.url, "blpop", sizes.commands)
         queued = asyncio.create_task(stores.client.get(f"{prefix}:nothing-here"))
         renewed = await stores.leases.renew("t", owner=OWNER, holder="h", ttl_s=5)
         assert renewed == LeaseStatus.HELD
@@ -131,13 +139,13 @@ async def test_a_flood_of_commands_never_starves_a_lease_renewal(
 
 
 async def test_readers_of_many_journals_share_one_blocking_read(
-    counted_redis: str, prefix: str
+    own_redis: RedisServer, prefix: str
 ) -> None:
     """Streams on 300 different tasks are four Redis connections blocked in XREAD, not 300 (the
     first reader reads alone, the 299 others share reads of 128 journals each); each reader still
     gets its own task's entries, whenever it comes and from wherever it is."""
     stores = create_redis_stores(
-        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=200
+        own_redis.url, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=200
     )
 
     async def publish(task_id: str) -> int:
@@ -156,9 +164,9 @@ async def test_readers_of_many_journals_share_one_blocking_read(
             await stores.tasks.create(new_task(name), owner=OWNER)
         timers = live_timers(asyncio.get_running_loop())
         readers = [reader(name) for name in names]
-        await until_blocked(counted_redis, "xread", 4)
+        await until_blocked(own_redis.url, "xread", 4)
         await asyncio.sleep(0.2)
-        assert await blocked_in(counted_redis, "xread") == 1 + math.ceil(299 / SHARD_JOURNALS) == 4
+        assert await blocked_in(own_redis.url, "xread") == 1 + math.ceil(299 / SHARD_JOURNALS) == 4
         # Their deadlines share timers (CoarseDeadlines): a few, not one per reader.
         assert live_timers(asyncio.get_running_loop()) - timers < 10
         assert await publish("t0") == 2
@@ -179,11 +187,11 @@ async def test_readers_of_many_journals_share_one_blocking_read(
 
 
 async def test_readers_of_one_journal_share_one_blocking_read(
-    counted_redis: str, prefix: str
+    own_redis: RedisServer, prefix: str
 ) -> None:
     """10,000 subscribers of one task must not be 10,000 Redis connections."""
     stores = create_redis_stores(
-        counted_redis, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=1000
+        own_redis.url, prefix=prefix, ttl_s=TTL_S, max_running_turns=1, max_streams=1000
     )
     try:
         await stores.tasks.create(new_task("t"), owner=OWNER)
@@ -194,9 +202,9 @@ async def test_readers_of_one_journal_share_one_blocking_read(
             )
 
         readers = [reader() for _ in range(1000)]
-        await until_blocked(counted_redis, "xread", 1)
+        await until_blocked(own_redis.url, "xread", 1)
         await asyncio.sleep(0.2)
-        assert await blocked_in(counted_redis, "xread") == 1
+        assert await blocked_in(own_redis.url, "xread") == 1
         # One leaves (its client went away), one asks for a shorter wait: the rest are untouched.
         readers.pop().cancel()
         started = time.monotonic()
@@ -219,7 +227,7 @@ async def test_readers_of_one_journal_share_one_blocking_read(
             asyncio.create_task(stores.tasks.read("u", owner=OWNER, after=1, timeout_s=10))
         ]
         await asyncio.sleep(0.2)
-        assert await blocked_in(counted_redis, "xread") == 1
+        assert await blocked_in(own_redis.url, "xread") == 1
         for job in later:
             job.cancel()
         await asyncio.gather(*later, return_exceptions=True)
@@ -227,24 +235,10 @@ async def test_readers_of_one_journal_share_one_blocking_read(
         await stores.aclose()
     # A closed store's read does not hold its connection until it times out.
     for _ in range(100):
-        if await blocked_in(counted_redis, "xread") == 0:
+        if await blocked_in(own_redis.url, "xread") == 0:
             break
         await asyncio.sleep(0.02)
-    assert await blocked_in(counted_redis, "xread") == 0, "a closed store's read still blocks"
-
-
-@pytest.fixture(scope="module")
-def counted_redis() -> Iterator[str]:
-    """The URL of a Redis only this module talks to: CLIENT LIST there counts this test's
-    connections alone (the shared one serves the other test processes' servers too)."""
-    with RedisServer(persistent=False) as server:
-        yield server.url
-
-
-@pytest.fixture(scope="module")
-def own_redis() -> Iterator[RedisServer]:
-    with RedisServer(persistent=False) as server:
-        yield server
+    assert await blocked_in(own_redis.url, "xread") == 0, "a closed store's read still blocks"
 
 
 _HANDSHAKE = {b"HELLO", b"AUTH", b"SELECT", b"CLIENT"}
