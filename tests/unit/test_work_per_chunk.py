@@ -132,8 +132,11 @@ async def test_a_streamed_chunk_costs_at_most_one_store_write_and_one_serializat
 @contextlib.asynccontextmanager
 async def served_app() -> AsyncIterator[tuple[httpx.AsyncClient, list[tuple[bytes, bool]]]]:
     """A client of the app (the scripted model, SHORT chunks) and every response body part it
-    sent, as (body, more_body): what went to the connection, write by write."""
-    app = create_app(Settings(), llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
+    sent, as (body, more_body): what went to the connection, write by write. Without the turn
+    gate (`A2A_TURN_SLICE_MS=0`): it lets a turn run for a slice of wall time per loop pass, so on
+    a loaded machine it splits a quick turn across passes (a write each) at places that vary."""
+    settings = Settings(a2a_turn_slice_ms=0)
+    app = create_app(settings, llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
     bodies: list[tuple[bytes, bool]] = []
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
