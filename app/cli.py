@@ -28,11 +28,14 @@ from app.settings import Settings
 # in another process (`create_app`) leaves its host's alone. The server makes almost no cyclic
 # garbage (in the bench ~0.2 objects per request reach the collector: reference counting frees the
 # rest), so a collector pass mostly walks live objects for nothing. With the defaults a full pass
-# came every ~0.4 s under load and walked every stored task (40-110 ms with 10,000 in memory):
-# 6-25% of the CPU and the SendMessage p99 (c=16 35 -> 11-14 ms, c=64 138 -> 38-44 ms with
-# these). Young passes stay short (5,000 objects, under a few ms); a full one waits for 100
-# middle ones (and CPython's own rule: a quarter more long-lived objects than at the last one).
-COLLECTOR_THRESHOLDS = (5_000, 10, 100)
+# came every ~0.4 s under load and walked every stored task (40-110 ms with 10,000 in memory).
+# A young pass comes after 50,000 more container objects than were freed: well above what the
+# requests in flight hold alive (of the order of 5,000 at 64 sends at once). At 5,000 the young
+# passes came every ~40 ms at c=64 and found nothing to free (only live requests, which they
+# pushed to the middle generation): 2.5 s of passes in a 90 s A/B, up to 73 ms each, and
+# SendMessage c=64 p99 106 ms against 59 ms with these (bench/RESULTS.md). A full pass waits for
+# 100 middle ones (and CPython's own rule: a quarter more long-lived objects than at the last).
+COLLECTOR_THRESHOLDS = (50_000, 10, 100)
 
 
 class DrainingServer(uvicorn.Server):
