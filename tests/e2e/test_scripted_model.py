@@ -86,11 +86,11 @@ async def _send_concurrently(url: str, *, sends: int, concurrency: int) -> list[
 
 def test_the_collector_runs_seldom_under_load(scripted_server: ServerProcess) -> None:
     """A collector pass walks objects the process keeps, for nothing: the server makes almost no
-    cyclic garbage. With CPython's default thresholds a young pass came every ~30 sends here and
-    a full one (every stored task) every ~0.4 s under load: the latency tail. With young passes
-    every 5,000 objects, 64 sends at once kept about that many alive and the passes walked them
-    for nothing (this fails then: 10-11 young passes for these sends, checked). With the
-    server's thresholds: at most one young pass, no full one."""
+    cyclic garbage. With CPython's default thresholds a young pass came every ~30 sends (16 at
+    once) and a full one (every stored task) every ~0.4 s under load: the latency tail. With young
+    passes every 5,000 objects, 64 sends at once kept about that many alive and the passes
+    walked them for nothing (this fails then: 10-11 young passes for these sends, checked).
+    With the server's thresholds: at most one young pass, no full one."""
     rpc = RpcClient(scripted_server.url)
     try:
         before = _collector_passes(rpc)

@@ -8,7 +8,6 @@ prefix: fine in tests, never in the product).
 from __future__ import annotations
 
 import os
-import socket
 import uuid
 from collections.abc import AsyncIterator
 
@@ -22,6 +21,7 @@ from stores.redis_stores import (
     RedisMessageStore,
     RedisTaskStore,
 )
+from tests.e2e.harness import free_port
 
 REDIS_URL = os.environ.get("A2A_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")
 TTL_S = 3600
@@ -100,7 +100,5 @@ def leases(client: Redis, prefix: str) -> RedisLeaseStore:
 
 @pytest.fixture
 def dead_port() -> int:
-    """A loopback port nothing listens on (bound, then closed)."""
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return int(probe.getsockname()[1])
+    """A loopback port nothing listens on."""
+    return free_port()

@@ -76,21 +76,12 @@ def instrument(patch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
 
 async def work_of_a_streamed_turn(chunks: int, monkeypatch: pytest.MonkeyPatch) -> Counter[str]:
     counts: Counter[str] = Counter()
-    app = create_app(Settings(), llm=ScriptedModel(chunks=chunks))  # type: ignore[arg-type]
-    body = {
-        "jsonrpc": "2.0",
-        "id": 1,
-        "method": "SendStreamingMessage",
-        "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "hi"}]}},
-    }
-    transport = httpx.ASGITransport(app=app)
-    async with (
-        app.router.lifespan_context(app),
-        httpx.AsyncClient(transport=transport, base_url="http://localhost") as client,
-    ):
+    async with served_app(chunks) as (client, _):
         with monkeypatch.context() as patch:
             instrument(patch, counts)
-            reply = await client.post("/", json=body, headers={"A2A-Version": "1.0"})
+            reply = await client.post(
+                "/", json=rpc("SendStreamingMessage", {"message": MESSAGE}), headers=HEADERS
+            )
     events = [json.loads(line[5:]) for line in reply.text.splitlines() if line.startswith("data:")]
     assert len(events) == chunks + 3, reply.text  # the task, working, the chunks, completed
     assert events[-1]["result"]["statusUpdate"]["status"]["state"] == "TASK_STATE_COMPLETED"
@@ -130,13 +121,15 @@ async def test_a_streamed_chunk_costs_at_most_one_store_write_and_one_serializat
 
 
 @contextlib.asynccontextmanager
-async def served_app() -> AsyncIterator[tuple[httpx.AsyncClient, list[tuple[bytes, bool]]]]:
-    """A client of the app (the scripted model, SHORT chunks) and every response body part it
+async def served_app(
+    chunks: int = SHORT,
+) -> AsyncIterator[tuple[httpx.AsyncClient, list[tuple[bytes, bool]]]]:
+    """A client of the app (the scripted model, `chunks` chunks) and every response body part it
     sent, as (body, more_body): what went to the connection, write by write. Without the turn
     gate (`A2A_TURN_SLICE_MS=0`): it lets a turn run for a slice of wall time per loop pass, so on
     a loaded machine it splits a quick turn across passes (a write each) at places that vary."""
-    settings = Settings(a2a_turn_slice_ms=0)
-    app = create_app(settings, llm=ScriptedModel(chunks=SHORT))  # type: ignore[arg-type]
+    model = ScriptedModel(chunks=chunks)
+    app = create_app(Settings(a2a_turn_slice_ms=0), llm=model)  # type: ignore[arg-type]
     bodies: list[tuple[bytes, bool]] = []
 
     async def recording(scope: Any, receive: Any, send: Any) -> None:
