@@ -32,14 +32,17 @@ from agent.events import (
     AgentEvent,
     ArtifactProduced,
     CheckpointReached,
+    IterationStarted,
     LLMCallFinished,
     LLMCallStarted,
+    MessagesCommitted,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
     ToolProgress,
     TurnCompleted,
     TurnFailed,
+    TurnStarted,
     TurnSuspended,
 )
 from agent.hooks import TurnContext
@@ -158,9 +161,14 @@ class TurnPublisher:
         turn.held_chunk = text
 
     async def on_event(self, turn: Turn, event: AgentEvent) -> None:
+        # The cases in the order a turn meets them most (each is a type check until one holds).
         match event:
             case TextDelta(text=text):
                 await self.on_text(turn, text)
+            case TurnStarted() | IterationStarted() | MessagesCommitted():
+                pass  # the loop's bookkeeping (the conversation is stored by the Agent)
+            case CheckpointReached(saved=loop_state):
+                await self._save_checkpoint(turn, loop_state)
             case LLMCallStarted():
                 turn.model_call_started = time.monotonic()
             case LLMCallFinished(usage=usage):
@@ -171,6 +179,8 @@ class TurnPublisher:
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
                 )
+            case TurnCompleted():
+                await self._complete(turn, event)
             case ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
                 call: dict[str, object] = {"id": call_id, "name": name, "state": "started"}
                 call["arguments"] = _json_or_text(arguments)
@@ -187,8 +197,6 @@ class TurnPublisher:
                 await self._progress(turn, f"{name}: {text}")
             case ArtifactProduced(artifact=artifact):
                 await self._produce(turn, artifact)
-            case CheckpointReached(saved=loop_state):
-                await self._save_checkpoint(turn, loop_state)
             case TurnSuspended(awaiting=awaiting):
                 await self._flush(turn)
                 turn.suspended = True
@@ -198,8 +206,6 @@ class TurnPublisher:
                 # Waiting for a human holds no process: the answer may arrive at any replica.
                 turn.holds_lease = False
                 await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
-            case TurnCompleted():
-                await self._complete(turn, event)
             case TurnFailed(reason=reason, rejected=rejected):
                 if turn.model_call_started is not None:  # the model call under way failed
                     turn.model_calls += 1

@@ -25,13 +25,15 @@ def scripted_chunk(index: int) -> str:
 class ScriptedModel(LLMClient):
     def __init__(self, *, chunks: int = 20, delay_ms: float = 0.0) -> None:
         self._chunks = [scripted_chunk(index) for index in range(chunks)]
+        # Made once: the items are immutable, and a load test measures the server, not this.
+        self._texts = [LLMText(text=chunk) for chunk in self._chunks]
         self._delay_s = delay_ms / 1000
 
     async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
-        for chunk in self._chunks:
+        for text in self._texts:
             if self._delay_s:
                 await asyncio.sleep(self._delay_s)
-            yield LLMText(text=chunk)
+            yield text
         yield LLMResponse(
             content="".join(self._chunks),
             tool_calls=[],

@@ -67,6 +67,15 @@ class TextFormatter(logging.Formatter):
     def formatTime(self, record: logging.LogRecord, datefmt: str | None = None) -> str:
         return self._time(record.created)
 
+    def format(self, record: logging.LogRecord) -> str:
+        """The base class's result, built directly unless there is a traceback or stack to add
+        (its generic path looks up the format's fields in the record's dict on every line)."""
+        if record.exc_info or record.exc_text or record.stack_info:
+            return super().format(record)
+        record.message = record.getMessage()
+        record.asctime = self._time(record.created)
+        return f"{record.asctime} {record.levelname} {record.name}: {record.message}"
+
 
 class JsonFormatter(logging.Formatter):
     """One JSON object per record."""

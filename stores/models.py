@@ -10,6 +10,7 @@ from __future__ import annotations
 import enum
 import functools
 import json
+import time
 from datetime import UTC, datetime
 from typing import Annotated, Any, Literal
 
@@ -34,8 +35,9 @@ class Record(BaseModel):
 
 def utc_now() -> datetime:
     """Now, to the millisecond: the precision timestamps have on the wire and in every store."""
-    now = datetime.now(UTC)
-    return now.replace(microsecond=now.microsecond // 1000 * 1000)
+    # From whole milliseconds as a float: a double holds today's epoch seconds to ~0.2 us, so
+    # rounding to the microsecond gives the millisecond exactly (3x cheaper than now + replace).
+    return datetime.fromtimestamp(time.time_ns() // 1_000_000 / 1000, UTC)
 
 
 @functools.lru_cache(maxsize=256)
@@ -96,13 +98,16 @@ class Part(Record):
 
     @model_validator(mode="after")
     def _exactly_one_content(self) -> Part:
-        present = [name for name in ("text", "raw", "url") if getattr(self, name) is not None] + (
-            ["data"] if "data" in self.model_fields_set else []
-        )
-        if len(present) != 1:
+        # Counted first, named only for the error: every part of every message and answer
+        # passes here (the list of names cost a send ~1% of its CPU).
+        given = self.__pydantic_fields_set__
+        if (self.text is not None) + (self.raw is not None) + (self.url is not None) + (
+            "data" in given
+        ) != 1:
+            present = [name for name in ("text", "raw", "url") if getattr(self, name) is not None]
             raise ValueError(
                 "a part must have exactly one of 'text', 'raw', 'url' or 'data'"
-                f" (got {present or 'none'})"
+                f" (got {present + ['data'] * ('data' in given) or 'none'})"
             )
         return self
 
