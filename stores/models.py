@@ -105,9 +105,11 @@ class Part(Record):
             "data" in given
         ) != 1:
             present = [name for name in ("text", "raw", "url") if getattr(self, name) is not None]
+            if "data" in given:
+                present.append("data")
             raise ValueError(
                 "a part must have exactly one of 'text', 'raw', 'url' or 'data'"
-                f" (got {present + ['data'] * ('data' in given) or 'none'})"
+                f" (got {present or 'none'})"
             )
         return self
 
