@@ -11,6 +11,10 @@ thresholds and its once-per-pass log writes) is driven in process by `--concurre
 callgrind twice, for N and for 2N requests after the same warm-up, and prints
 (I(2N) - I(N)) / N: start-up, imports and warm-up cancel. It counts the app's own work only
 (uvicorn, the kernel and the client are not in it). ~2 minutes per run of 160 sends.
+
+With `--served`, `python -m app` itself runs under callgrind (the scripted model, LOG_LEVEL=info
+to /dev/null) and an asyncio client outside it sends the requests over `--concurrency`
+keep-alive connections: uvicorn, the protocol and the guard are counted too (the client is not).
 """
 
 from __future__ import annotations
@@ -21,8 +25,12 @@ import gc
 import json
 import os
 import re
+import signal
+import socket
 import subprocess
 import sys
+import tempfile
+import time
 from pathlib import Path
 from typing import Any, TextIO
 
@@ -138,11 +146,65 @@ def instructions(mode: str, requests: int, concurrency: int) -> int:
     return int(collected.group(1).replace(",", ""))
 
 
+def served_instructions(mode: str, requests: int, concurrency: int) -> int:
+    """The instructions `python -m app` ran, under callgrind, for WARM_UP then `requests`."""
+    sys.path.insert(0, str(ROOT / "bench"))
+    import loadgen
+
+    port = loadgen.free_port()
+    url = f"http://127.0.0.1:{port}/"
+    env = {
+        **os.environ,
+        "PYTHONPATH": str(ROOT),
+        "LITELLM_LOCAL_MODEL_COST_MAP": "True",
+        "LLM_MODEL": "scripted",
+        "SCRIPTED_CHUNKS": "20",
+        "A2A_PORT": str(port),
+        "LOG_LEVEL": "info",
+    }
+    command = ["valgrind", "--tool=callgrind", "--callgrind-out-file=/dev/null"]
+    # To a file, not a pipe: the server's log lines would fill a pipe nobody reads meanwhile.
+    with tempfile.TemporaryFile("w+") as log:
+        server = subprocess.Popen(
+            [*command, sys.executable, "-m", "app"],
+            env=env,
+            stdout=subprocess.DEVNULL,
+            stderr=log,
+        )
+        try:
+            _wait_for(port, server)
+            for count in (WARM_UP, requests):
+                asyncio.run(loadgen.calls(url, method=mode, count=count, concurrency=concurrency))
+        finally:
+            server.send_signal(signal.SIGINT)  # a clean stop: callgrind writes its totals at exit
+            server.wait(timeout=300)
+        log.seek(0)
+        stderr = log.read()
+    collected = re.search(r"Collected : ([\d,]+)", stderr)
+    if collected is None:
+        raise RuntimeError(f"callgrind printed no count:\n{stderr[-2000:]}")
+    return int(collected.group(1).replace(",", ""))
+
+
+def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
+    """Until the server answers (under valgrind its start takes ~10 s)."""
+    for _ in range(600):
+        if server.poll() is not None:
+            raise RuntimeError(f"the server exited ({server.returncode}) before answering")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.2)
+    raise RuntimeError("the server did not start within 2 minutes")
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=("send", "stream"), default="send")
     parser.add_argument("--requests", type=int, default=160)
     parser.add_argument("--concurrency", type=int, default=16)
+    parser.add_argument("--served", action="store_true", help="count a2a-server, uvicorn too")
     parser.add_argument("--inner", type=int, help=argparse.SUPPRESS)  # the run under callgrind
     args = parser.parse_args()
     method = "SendMessage" if args.mode == "send" else "SendStreamingMessage"
@@ -152,10 +214,14 @@ def main() -> None:
         with open(os.devnull, "w") as log:
             uvloop.run(drive(method, args.inner, args.concurrency, log))
         return
-    once = instructions(args.mode, args.requests, args.concurrency)
-    twice = instructions(args.mode, 2 * args.requests, args.concurrency)
+    count = served_instructions if args.served else instructions
+    once = count(method if args.served else args.mode, args.requests, args.concurrency)
+    twice = count(method if args.served else args.mode, 2 * args.requests, args.concurrency)
     per_request = (twice - once) / args.requests
-    print(f"{method}: {per_request:,.0f} instructions per request ({args.requests} requests)")
+    where = "served by a2a-server" if args.served else "in process"
+    print(
+        f"{method}: {per_request:,.0f} instructions per request ({args.requests} requests, {where})"
+    )
 
 
 if __name__ == "__main__":

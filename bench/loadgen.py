@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import json
 import re
+import socket
 import subprocess
 import tempfile
 import time
@@ -50,6 +51,12 @@ class Rate:
     p50_ms: float
     p99_ms: float
     failures: int
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return int(s.getsockname()[1])
 
 
 def send_params(text: str = "hi", **extra: object) -> dict[str, object]:
@@ -173,6 +180,31 @@ async def streams(url: str, *, concurrency: int, seconds: float, text: str = "hi
 
     await asyncio.gather(*(worker() for _ in range(concurrency)))
     return figures
+
+
+async def calls(url: str, *, method: str, count: int, concurrency: int) -> None:
+    """`count` requests of `method` (SendMessage or SendStreamingMessage), `concurrency` at a
+    time on keep-alive connections, each read to its end; RuntimeError at the first that does
+    not complete (for a fixed amount of work, where wrk gives a fixed time)."""
+
+    async def worker(calls: int) -> None:
+        reader, writer = await _connect(url)
+        try:
+            for _ in range(calls):
+                writer.write(_request(url, rpc_body(method, send_params())))
+                head = await reader.readuntil(b"\r\n\r\n")
+                if b"transfer-encoding: chunked" in head.lower():
+                    body = await reader.readuntil(_END_OF_CHUNKED)
+                else:
+                    length = re.search(rb"(?i)content-length: *(\d+)", head)
+                    body = await reader.readexactly(int(length.group(1)) if length else 0)
+                if not head.startswith(b"HTTP/1.1 200") or b"COMPLETED" not in body:
+                    raise RuntimeError(f"{method} did not complete: {(head + body)[:300]!r}")
+        finally:
+            writer.close()
+
+    share, extra = divmod(count, concurrency)
+    await asyncio.gather(*(worker(share + (n < extra)) for n in range(concurrency)))
 
 
 async def hold_idle_streams(

@@ -52,12 +52,6 @@ OUR_LIMITS = {
 }
 
 
-def free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
-
-
 def rss_kib(pid: int) -> int:
     for line in Path(f"/proc/{pid}/status").read_text().splitlines():
         if line.startswith("VmRSS:"):
@@ -84,7 +78,7 @@ def send(
 @contextmanager
 def server(command: list[str], env: dict[str, str]) -> Iterator[tuple[str, int, float]]:
     """Start a server; yield (url, pid, seconds from spawn to its first answered SendMessage)."""
-    port = free_port()
+    port = loadgen.free_port()
     base = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     began = time.monotonic()
     proc = subprocess.Popen(
@@ -243,7 +237,7 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
 
 @contextmanager
 def private_redis() -> Iterator[str]:
-    port = free_port()
+    port = loadgen.free_port()
     with tempfile.TemporaryDirectory() as folder:
         proc = subprocess.Popen(
             ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
@@ -371,7 +365,7 @@ def paired_ratios(
 
 @contextmanager
 def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
-    port = free_port()
+    port = loadgen.free_port()
     proc = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
