@@ -26,16 +26,17 @@ import json
 import os
 import re
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 from typing import Any, TextIO
 
+import loadgen  # this script's own folder is first on sys.path
+
 ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 320
+METHODS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
 
 
 def body(method: str, n: int) -> bytes:
@@ -148,9 +149,7 @@ def instructions(mode: str, requests: int, concurrency: int) -> int:
 
 def served_instructions(mode: str, requests: int, concurrency: int) -> int:
     """The instructions `python -m app` ran, under callgrind, for WARM_UP then `requests`."""
-    sys.path.insert(0, str(ROOT / "bench"))
-    import loadgen
-
+    method = METHODS[mode]
     port = loadgen.free_port()
     url = f"http://127.0.0.1:{port}/"
     env = {
@@ -172,9 +171,9 @@ def served_instructions(mode: str, requests: int, concurrency: int) -> int:
             stderr=log,
         )
         try:
-            _wait_for(port, server)
+            loadgen.wait_for_port(port, server)  # under valgrind its start takes ~10 s
             for count in (WARM_UP, requests):
-                asyncio.run(loadgen.calls(url, method=mode, count=count, concurrency=concurrency))
+                asyncio.run(loadgen.calls(url, method=method, count=count, concurrency=concurrency))
         finally:
             server.send_signal(signal.SIGINT)  # a clean stop: callgrind writes its totals at exit
             server.wait(timeout=300)
@@ -186,19 +185,6 @@ def served_instructions(mode: str, requests: int, concurrency: int) -> int:
     return int(collected.group(1).replace(",", ""))
 
 
-def _wait_for(port: int, server: subprocess.Popen[bytes]) -> None:
-    """Until the server answers (under valgrind its start takes ~10 s)."""
-    for _ in range(600):
-        if server.poll() is not None:
-            raise RuntimeError(f"the server exited ({server.returncode}) before answering")
-        try:
-            socket.create_connection(("127.0.0.1", port), timeout=1).close()
-            return
-        except OSError:
-            time.sleep(0.2)
-    raise RuntimeError("the server did not start within 2 minutes")
-
-
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
     parser.add_argument("--mode", choices=("send", "stream"), default="send")
@@ -207,7 +193,7 @@ def main() -> None:
     parser.add_argument("--served", action="store_true", help="count a2a-server, uvicorn too")
     parser.add_argument("--inner", type=int, help=argparse.SUPPRESS)  # the run under callgrind
     args = parser.parse_args()
-    method = "SendMessage" if args.mode == "send" else "SendStreamingMessage"
+    method = METHODS[args.mode]
     if args.inner is not None:
         import uvloop
 
@@ -215,8 +201,8 @@ def main() -> None:
             uvloop.run(drive(method, args.inner, args.concurrency, log))
         return
     count = served_instructions if args.served else instructions
-    once = count(method if args.served else args.mode, args.requests, args.concurrency)
-    twice = count(method if args.served else args.mode, 2 * args.requests, args.concurrency)
+    once = count(args.mode, args.requests, args.concurrency)
+    twice = count(args.mode, 2 * args.requests, args.concurrency)
     per_request = (twice - once) / args.requests
     where = "served by a2a-server" if args.served else "in process"
     print(

@@ -59,6 +59,20 @@ def free_port() -> int:
         return int(s.getsockname()[1])
 
 
+def wait_for_port(port: int, proc: subprocess.Popen[bytes], *, timeout_s: float = 120) -> None:
+    """Until something listens on `port` (RuntimeError if `proc` exits first, or at timeout)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        if proc.poll() is not None:
+            raise RuntimeError(f"the server exited ({proc.returncode}) before it listened")
+        try:
+            socket.create_connection(("127.0.0.1", port), timeout=1).close()
+            return
+        except OSError:
+            time.sleep(0.05)
+    raise RuntimeError(f"nothing listened on port {port} within {timeout_s:.0f} s")
+
+
 def send_params(text: str = "hi", **extra: object) -> dict[str, object]:
     message = {"messageId": "MSGID", "role": "ROLE_USER", "parts": [{"text": text}]}
     return {"message": message, **extra}

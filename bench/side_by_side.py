@@ -17,7 +17,6 @@ import argparse
 import asyncio
 import json
 import os
-import socket
 import statistics
 import subprocess
 import sys
@@ -369,12 +368,7 @@ def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
     proc = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.DEVNULL,
                             stderr=subprocess.DEVNULL)  # fmt: skip
     try:
-        for _ in range(200):
-            try:
-                socket.create_connection(("127.0.0.1", port), timeout=1).close()
-                break
-            except OSError:
-                time.sleep(0.05)
+        loadgen.wait_for_port(port, proc, timeout_s=10)
         yield f"http://127.0.0.1:{port}/", proc.pid
     finally:
         proc.terminate()
