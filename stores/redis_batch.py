@@ -18,10 +18,12 @@ one (a timer, three coroutines) cost twice the parse.
 A connection that fails is dropped and the round trip is sent once more on a new one (the
 client's retry policy).
 
-A caller issues a script (`run_script`), a command (`run_command`) or a group of commands
-(`run_pipeline`, built on a pipeline as for `stores.redis_support.run_pipeline`), and gets its
-own replies or error: the
-first error among its group's replies, as `run_pipeline` raises it. A script Redis does not know
+A caller issues a script (`run_script`), a command given by its arguments (`run_args`) or a group
+of commands (`run_pipeline`, built on a pipeline as for `stores.redis_support.run_pipeline`), and
+gets its own replies or error: the first error among its group's replies, as `run_pipeline`
+raises it. A script or a command goes in as its arguments, as Redis takes them: through redis-py's
+command methods and a recording pipeline (a lambda, the method's argument handling, the
+pipeline's bookkeeping) it cost more than its packing. A script Redis does not know
 (NOSCRIPT, after a restart or a SCRIPT FLUSH) is loaded and its group sent again: every group
 is idempotent apart from its scripts, which did not run. A failure of the whole round trip (the
 connection) is every caller's error; the client's retry policy has already re-sent it once,
@@ -61,9 +63,12 @@ _PUSH = getattr(hiredis, "PushNotification", None)
 MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
 
 Build = Callable[[AnyPipeline], None]
-# A caller waiting to go out: what it queues, its scripts (loaded on NOSCRIPT), its replies.
-_Call = tuple[Build, Sequence[LuaScript], "asyncio.Future[list[Any]]"]
-_Commands = list[tuple[tuple[Any, ...], Mapping[str, Any]]]  # a pipeline's: arguments, options
+_Command = tuple[tuple[Any, ...], Mapping[str, Any]]  # arguments, options (as a pipeline's)
+_Commands = list[_Command]
+# A caller waiting to go out: its one command or what its build queues, its scripts (loaded on
+# NOSCRIPT), its replies.
+_Call = tuple["_Command | Build", Sequence[LuaScript], "asyncio.Future[list[Any]]"]
+_NO_OPTIONS: Mapping[str, Any] = {}
 _NOT_FOR_CALLBACKS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 
 
@@ -86,18 +91,24 @@ class CommandBatcher:
             self._callbacks = client.response_callbacks
             self._callback_of: dict[Any, Any] = {}
         self._held: AbstractConnection | None = None
+        # The round trip in flight (its task, its deadline) and the timer that watches it.
+        self._in_flight: tuple[asyncio.Task[Any], float] | None = None
+        self._watchdog: asyncio.TimerHandle | None = None
+        self._timed_out: asyncio.Task[Any] | None = None
 
     async def run_script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if not self._batches:
             return await script(self._client, keys, args)
-        return (await self._call(lambda pipe: script.queue(pipe, keys, args), (script,)))[0]
+        command = (("EVALSHA", script.sha, len(keys), *keys, *args), _NO_OPTIONS)
+        return (await self._call(command, (script,)))[0]
 
-    async def run_command(self, command: Callable[[Any], Any]) -> Any:
-        """One command, written as a call on the client or a pipeline (redis-py gives both the
-        same methods): `run_command(lambda redis: redis.get(key))`."""
+    async def run_args(self, *args: Any, **options: Any) -> Any:
+        """One command given as Redis takes it, its reply as redis-py's method gives it (by the
+        command's response callback; `options` as the method passes them, e.g. `get=True` for
+        SET ... GET): `run_args("HMGET", key, "task", "pos")`."""
         if not self._batches:
-            return await command(self._client)
-        return (await self._call(command, ()))[0]
+            return await self._client.execute_command(*args, **options)
+        return (await self._call((args, options), ()))[0]
 
     async def run_pipeline(self, build: Build, *, scripts: Sequence[LuaScript] = ()) -> list[Any]:
         if not self._batches:
@@ -105,7 +116,7 @@ class CommandBatcher:
             return replies
         return await self._call(build, scripts)
 
-    async def _call(self, build: Build, scripts: Sequence[LuaScript]) -> list[Any]:
+    async def _call(self, build: _Command | Build, scripts: Sequence[LuaScript]) -> list[Any]:
         """A round trip in flight: this call waits for the next one. Nothing in flight: it goes
         out now, and what comes meanwhile waits for it."""
         replies: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
@@ -155,10 +166,14 @@ class CommandBatcher:
             unknown: list[_Call] = []
             for call, (start, end) in zip(batch, spans, strict=True):
                 group = replies[start:end]
-                if attempt == 0 and any(isinstance(reply, NoScriptError) for reply in group):
+                error = _first_error(group)
+                if error is not None and attempt == 0 and _unknown_script(group):
                     unknown.append(call)
-                else:
-                    _settle(call[2], group)
+                elif not call[2].done():  # (done: its caller left; the commands ran all the same)
+                    if error is None:
+                        call[2].set_result(group)
+                    else:
+                        call[2].set_exception(error)
             if not unknown:
                 return
             for script in {script for _, scripts, _ in unknown for script in scripts}:
@@ -166,16 +181,22 @@ class CommandBatcher:
             batch = unknown
 
     def _recorded(self, batch: list[_Call]) -> tuple[_Commands, list[tuple[int, int]]]:
-        """The batch's commands, as its callers' builds queue them, and where each caller's
-        are among them."""
-        recorder, spans = self._recorder, []
-        try:
-            for build, _, _ in batch:
-                start = len(recorder.command_stack)
-                build(recorder)
-                spans.append((start, len(recorder.command_stack)))
-        finally:
-            commands, recorder.command_stack = recorder.command_stack, []
+        """The batch's commands, each caller's one or as its build queues them, and where each
+        caller's are among them."""
+        commands: _Commands = []
+        spans = []
+        recorder = self._recorder
+        for build, _, _ in batch:
+            start = len(commands)
+            if type(build) is tuple:
+                commands.append(build)
+            else:
+                try:
+                    build(recorder)  # type: ignore[operator]
+                    commands += recorder.command_stack
+                finally:
+                    recorder.command_stack = []
+            spans.append((start, len(commands)))
         return commands, spans
 
     async def _round_trip(self, commands: _Commands) -> list[Any]:
@@ -230,7 +251,10 @@ class CommandBatcher:
             if isinstance(reply, RedisConnectionError):  # (LOADING, say): as redis-py, raised
                 raise reply
             parsed = self._parsed(args[0], reply, options)
-            replies.append(await parsed if inspect.isawaitable(parsed) else parsed)
+            # (A reply itself, as a command without a callback gives it, is never awaitable.)
+            if parsed is not reply and inspect.isawaitable(parsed):
+                parsed = await parsed
+            replies.append(parsed)
         return replies
 
     async def _reply(
@@ -241,7 +265,9 @@ class CommandBatcher:
         except ResponseError as exc:
             return options.get(EMPTY_RESPONSE, exc)
         parsed = self._parsed(name, reply, options)
-        return await parsed if inspect.isawaitable(parsed) else parsed
+        if parsed is not reply and inspect.isawaitable(parsed):
+            parsed = await parsed
+        return parsed
 
     def _parsed(self, name: Any, reply: Any, options: Mapping[str, Any]) -> Any:
         """The reply as redis-py gives it: through the command's response callback."""
@@ -258,22 +284,53 @@ class CommandBatcher:
         return callback(reply, **options)
 
     async def _bounded(self, round_trip: Awaitable[Any]) -> Any:
+        """The round trip, failed as redis-py's timeout fails if it takes longer than
+        `round_trip_timeout_s`. One at a time is in flight: a single timer watches them all
+        (`_watch`), not one armed and cancelled per round trip (`asyncio.timeout`: 8 us)."""
         if self._round_trip_timeout_s is None:
             return await round_trip
+        loop = asyncio.get_running_loop()
+        task = asyncio.current_task()
+        assert task is not None
+        deadline = loop.time() + self._round_trip_timeout_s
+        self._in_flight = (task, deadline)
+        if self._watchdog is None:
+            self._watchdog = loop.call_at(deadline, self._watch)
         try:
-            async with asyncio.timeout(self._round_trip_timeout_s):
-                return await round_trip
-        except TimeoutError as exc:
+            return await round_trip
+        except asyncio.CancelledError:
+            if self._timed_out is not task:
+                raise
+            self._timed_out = None
+            if task.uncancel() > 0:  # cancelled from outside as well: that one wins
+                raise
             raise RedisTimeoutError(
                 f"Redis did not answer within {self._round_trip_timeout_s} s"
-            ) from exc
+            ) from None
+        finally:
+            self._in_flight = None
+
+    def _watch(self) -> None:
+        """The watchdog's timer: the round trip in flight, if past its deadline, is cancelled
+        (and `_bounded` turns that into a timeout); otherwise the timer waits for its deadline."""
+        self._watchdog = None
+        if self._in_flight is None:
+            return
+        task, deadline = self._in_flight
+        loop = asyncio.get_running_loop()
+        if loop.time() >= deadline:
+            self._timed_out = task
+            task.cancel()
+        else:
+            self._watchdog = loop.call_at(deadline, self._watch)
 
 
-def _settle(replies: asyncio.Future[list[Any]], group: list[Any]) -> None:
-    if replies.done():  # its caller left: the commands ran all the same
-        return
-    error = next((reply for reply in group if isinstance(reply, Exception)), None)
-    if error is not None:
-        replies.set_exception(error)
-    else:
-        replies.set_result(group)
+def _first_error(group: list[Any]) -> Exception | None:
+    for reply in group:
+        if isinstance(reply, Exception):
+            return reply
+    return None
+
+
+def _unknown_script(group: list[Any]) -> bool:
+    return any(isinstance(reply, NoScriptError) for reply in group)

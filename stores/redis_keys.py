@@ -39,6 +39,7 @@ never occurs.
 
 from __future__ import annotations
 
+import functools
 import re
 import zlib
 from dataclasses import dataclass
@@ -49,10 +50,13 @@ LEASE_BUCKETS = 16
 
 
 # What `quote(value, safe="")` leaves as it is: ids (uuids) and most owners are made of these
-# alone, and a turn builds ~70 keys, so they skip quote's per-character walk.
+# alone, so they skip quote's per-character walk.
 _UNRESERVED = re.compile(r"[A-Za-z0-9_.~-]+").fullmatch
 
 
+# A turn builds ~70 keys from the same owner and ids: the last few thousand components are
+# remembered (a lookup, against a regular expression's match per component).
+@functools.lru_cache(maxsize=4096)
 def encode(value: str) -> str:
     """Percent-encode one key component (injective; the result has no `:`, `{` or `}`)."""
     if _UNRESERVED(value):

@@ -123,7 +123,7 @@ class RedisMessageStore(MessageStore):
             return []
         with redis_available():
             key = self._keys.conversation(owner, context_id)
-            raw = await self._batcher.run_command(lambda redis: redis.lrange(key, -limit, -1))
+            raw = await self._batcher.run_args("LRANGE", key, -limit, -1)
         return [load_message(item) for item in raw]
 
     async def append(
@@ -159,8 +159,8 @@ class RedisMessageStore(MessageStore):
     async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
         with redis_available():
             key, ttl_ms = self._keys.claim(owner, context_id), self._ttl_ms
-            holder = await self._batcher.run_command(
-                lambda redis: redis.set(key, task_id, nx=True, get=True, px=ttl_ms)
+            holder = await self._batcher.run_args(
+                "SET", key, task_id, "NX", "GET", "PX", ttl_ms, get=True
             )
         if holder is None or text(holder) == task_id:
             return None
@@ -216,13 +216,13 @@ class RedisCheckpointStore(CheckpointStore):
     async def load(self, task_id: str, *, owner: str) -> str | None:
         with redis_available():
             key = self._keys.checkpoint(owner, task_id)
-            raw = await self._batcher.run_command(lambda redis: redis.get(key))
+            raw = await self._batcher.run_args("GET", key)
         return None if raw is None else text(raw)
 
     async def delete(self, task_id: str, *, owner: str) -> None:
         with redis_available():
             key = self._keys.checkpoint(owner, task_id)
-            await self._batcher.run_command(lambda redis: redis.delete(key))
+            await self._batcher.run_args("DEL", key)
 
 
 COMMANDS_MAX = 512

@@ -202,9 +202,7 @@ class RedisTaskStore(TaskStore):
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         with redis_available():
             key = self._keys.task(owner, task_id)
-            raw, position = await self._batcher.run_command(
-                lambda redis: redis.hmget(key, ["task", "pos"])
-            )
+            raw, position = await self._batcher.run_args("HMGET", key, "task", "pos")
         if raw is None or position is None:
             return None
         try:

@@ -4,11 +4,14 @@ connection whoever calls, and a dropped connection replaced."""
 from __future__ import annotations
 
 import asyncio
+import time
+from collections.abc import AsyncIterator
 from typing import Any
 
 import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
+from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.redis_batch import CommandBatcher
 from stores.redis_support import AnyPipeline, LuaScript
@@ -79,12 +82,35 @@ def _renamed(reply: Any, old: str, new: str) -> Any:
     return reply
 
 
+@pytest.mark.parametrize("protocol", [2, 3])
+async def test_a_command_given_by_its_arguments_replies_as_its_method(
+    prefix: str, protocol: int
+) -> None:
+    """The stores' single commands, as `run_args` sends them and as redis-py's methods do."""
+    client = await _connect(protocol=protocol)
+    batcher, key, hash_key = CommandBatcher(client), f"{prefix}:claim", f"{prefix}:h"
+    try:
+        await client.hset(hash_key, mapping={"task": "{}", "pos": 3})
+        claim = ("SET", key, "t1", "NX", "GET", "PX", 60_000)
+        assert await batcher.run_args(*claim, get=True) is None
+        assert await batcher.run_args(*claim, get=True) == b"t1"
+        assert await client.set(key, "t2", nx=True, get=True, px=60_000) == b"t1"
+        assert await batcher.run_args("HMGET", hash_key, "task", "pos") == [b"{}", b"3"]
+        assert await batcher.run_args("HMGET", hash_key, "task", "pos") == await client.hmget(
+            hash_key, ["task", "pos"]
+        )
+        assert await batcher.run_args("GET", f"{prefix}:missing") is None
+        assert await batcher.run_args("DEL", key) == 1 == await client.delete(hash_key)
+        assert await batcher.run_script(_PAIR, [key], [41]) == await _PAIR(client, [key], [41])
+    finally:
+        await delete_prefix(client, prefix)
+        await client.aclose()
+
+
 async def test_lone_and_batched_calls_share_one_held_connection(client: Redis) -> None:
     batcher = CommandBatcher(client)
-    alone = [await batcher.run_command(lambda redis: redis.client_id()) for _ in range(3)]
-    together = await asyncio.gather(
-        *(batcher.run_command(lambda redis: redis.client_id()) for _ in range(20))
-    )
+    alone = [await batcher.run_args("CLIENT", "ID") for _ in range(3)]
+    together = await asyncio.gather(*(batcher.run_args("CLIENT", "ID") for _ in range(20)))
     assert len(set(alone + together)) == 1
     # Held for good: the client's other commands never get it from the pool.
     assert await client.client_id() not in alone
@@ -94,12 +120,12 @@ async def test_a_dropped_connection_is_replaced_and_the_round_trip_sent_again(
     client: Redis, other_client: Redis, prefix: str
 ) -> None:
     batcher = CommandBatcher(client)
-    first = await batcher.run_command(lambda redis: redis.client_id())
+    first = await batcher.run_args("CLIENT", "ID")
     await other_client.client_kill_filter(_id=first)
     key = f"{prefix}:after-kill"
-    assert await batcher.run_command(lambda redis: redis.set(key, "v")) is True
+    assert await batcher.run_args("SET", key, "v") is True
     assert await client.get(key) == b"v"
-    assert await batcher.run_command(lambda redis: redis.client_id()) != first
+    assert await batcher.run_args("CLIENT", "ID") != first
 
 
 async def test_an_error_reply_is_its_callers_alone_and_the_connection_goes_on(
@@ -108,11 +134,11 @@ async def test_an_error_reply_is_its_callers_alone_and_the_connection_goes_on(
     batcher = CommandBatcher(client)
     await client.set(f"{prefix}:text", "not a list")
     with pytest.raises(ResponseError, match="WRONGTYPE"):
-        await batcher.run_command(lambda redis: redis.rpush(f"{prefix}:text", "x"))
+        await batcher.run_args("RPUSH", f"{prefix}:text", "x")
     outcomes = await asyncio.gather(
-        batcher.run_command(lambda redis: redis.rpush(f"{prefix}:text", "x")),
-        batcher.run_command(lambda redis: redis.rpush(f"{prefix}:list", "x")),
-        batcher.run_command(lambda redis: redis.lrange(f"{prefix}:list", 0, -1)),
+        batcher.run_args("RPUSH", f"{prefix}:text", "x"),
+        batcher.run_args("RPUSH", f"{prefix}:list", "x"),
+        batcher.run_args("LRANGE", f"{prefix}:list", 0, -1),
         return_exceptions=True,
     )
     assert isinstance(outcomes[0], ResponseError) and outcomes[1:] == [1, [b"x"]]
@@ -126,9 +152,72 @@ async def test_a_push_message_on_the_held_connection_is_not_taken_for_a_reply(
     assert client.connection_pool.connection_kwargs.get("protocol", 3) in (3, "3")
     batcher, key = CommandBatcher(client), f"{prefix}:tracked"
     await other_client.set(key, "1")
-    await batcher.run_command(lambda redis: redis.execute_command("CLIENT", "TRACKING", "ON"))
-    assert await batcher.run_command(lambda redis: redis.get(key)) == b"1"  # now tracked
+    await batcher.run_args("CLIENT", "TRACKING", "ON")
+    assert await batcher.run_args("GET", key) == b"1"  # now tracked
     await other_client.set(key, "2")  # an invalidation push to the batcher's connection
     await asyncio.sleep(0.1)  # it is in the socket before the next reply
-    assert await batcher.run_command(lambda redis: redis.get(key)) == b"2"
-    assert await batcher.run_command(lambda redis: redis.get(f"{prefix}:missing")) is None
+    assert await batcher.run_args("GET", key) == b"2"
+    assert await batcher.run_args("GET", f"{prefix}:missing") is None
+
+
+@pytest.fixture
+async def silent_port() -> AsyncIterator[int]:
+    """A loopback port that accepts connections and never answers: a frozen Redis."""
+    held: list[asyncio.StreamWriter] = []
+
+    async def accept(_: asyncio.StreamReader, writer: asyncio.StreamWriter) -> None:
+        held.append(writer)
+
+    server = await asyncio.start_server(accept, "127.0.0.1", 0)
+    try:
+        yield server.sockets[0].getsockname()[1]
+    finally:
+        server.close()
+        for writer in held:
+            writer.close()
+
+
+async def test_a_round_trip_without_an_answer_times_out_once_in_its_time(
+    silent_port: int,
+) -> None:
+    client = Redis(host="127.0.0.1", port=silent_port)
+    batcher = CommandBatcher(client, round_trip_timeout_s=0.3)
+    try:
+        for _ in range(2):  # the second on a new connection (a timed-out one is dropped)
+            started = time.monotonic()
+            with pytest.raises(RedisTimeoutError, match=r"did not answer within 0\.3 s"):
+                await batcher.run_args("PING")
+            assert 0.3 <= time.monotonic() - started < 0.6
+    finally:
+        await client.aclose()
+
+
+async def test_a_caller_cancelled_while_its_round_trip_waits_is_cancelled_not_timed_out(
+    silent_port: int,
+) -> None:
+    client = Redis(host="127.0.0.1", port=silent_port)
+    batcher = CommandBatcher(client, round_trip_timeout_s=0.3)
+    try:
+        caller = asyncio.create_task(batcher.run_args("PING"))
+        await asyncio.sleep(0.1)
+        caller.cancel()
+        with pytest.raises(asyncio.CancelledError):
+            await caller
+        await asyncio.sleep(0.4)  # past that round trip's deadline: nothing left to time out
+        with pytest.raises(RedisTimeoutError):  # and the next one is timed as ever
+            await batcher.run_args("PING")
+    finally:
+        await client.aclose()
+
+
+async def test_round_trips_answered_in_time_are_never_timed_out(client: Redis) -> None:
+    """One timer watches every round trip: over several of its periods, a round trip in
+    flight when it fires is young and goes on."""
+    batcher = CommandBatcher(client, round_trip_timeout_s=0.05)
+    finished = time.monotonic() + 0.4
+    answered = 0
+    while time.monotonic() < finished:
+        replies = await asyncio.gather(*(batcher.run_args("PING") for _ in range(8)))
+        assert replies == [True] * 8
+        answered += 8
+    assert answered > 100
