@@ -123,6 +123,9 @@ class Turn:
     model_call_started: float | None = None  # monotonic time of the model call under way
     model_calls: int = 0
     tool_calls: int = 0
+    # Waiters for the turn to be over here (TaskRunner.until_local_turn_ends), woken by the
+    # turn's last step.
+    end_waiters: list[asyncio.Future[None]] = field(default_factory=list)
     client_tools: list[ClientTool] = field(default_factory=list)  # declared with the message
 
     @property

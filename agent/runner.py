@@ -273,7 +273,19 @@ class TaskRunner:
         if running is None:
             return None
         job, turn = running
-        await asyncio.wait([job])
+        if job.done():
+            return turn
+        # Woken by the turn's last step (`_let_waiters_go`), not through the job's end: the job's
+        # done callbacks run a pass of the loop later, and `asyncio.wait`'s waiter one more, so a
+        # blocking send answered two passes after its turn ended. A future per waiter: one that
+        # is cancelled (its client left) neither touches the turn nor wakes the others.
+        ended: asyncio.Future[None] = asyncio.get_running_loop().create_future()
+        turn.end_waiters.append(ended)
+        try:
+            await ended
+        finally:
+            with contextlib.suppress(ValueError):
+                turn.end_waiters.remove(ended)
         return turn
 
     def leased(self) -> list[tuple[TaskRef, str]]:
@@ -315,6 +327,7 @@ class TaskRunner:
             if self._running.get(key, (None,))[0] is job:
                 del self._running[key]
             self.slots.give_back(start.owner)
+            _let_waiters_go(turn)  # a job cancelled before its first step never ran `_run`
 
         job.add_done_callback(done)
 
@@ -427,6 +440,16 @@ class TaskRunner:
             span.set_attribute("a2a.task_state", turn.task.status.state.value)
             span.end()
             self.publisher.report(turn, time.monotonic() - began)
-            await self.publisher.stop_writing(turn)  # a turn that ended wrote all: nothing to stop
-            if not turn.suspended:
-                await self.publisher.end(turn)
+            try:
+                await self.publisher.stop_writing(turn)  # an ended turn wrote all: nothing to stop
+                if not turn.suspended:
+                    await self.publisher.end(turn)
+            finally:
+                _let_waiters_go(turn)
+
+
+def _let_waiters_go(turn: Turn) -> None:
+    """The turn is over here: whoever waits for that (`until_local_turn_ends`) goes on."""
+    for ended in turn.end_waiters:
+        if not ended.done():
+            ended.set_result(None)

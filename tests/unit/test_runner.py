@@ -327,6 +327,31 @@ async def test_a_wait_for_the_local_turn_ends_with_it_and_a_cancelled_wait_leave
     assert await rig.runner.until_local_turn_ends(task.id, owner=OWNER) is None  # over here
 
 
+async def test_a_wait_for_the_local_turn_goes_on_in_the_pass_the_turn_ends(rig: Rig) -> None:
+    """Woken by the turn's last step, not through its job's end (whose done callbacks run a
+    pass later, and `asyncio.wait`'s waiter one more): a blocking send is answered sooner."""
+    rig.llm.script(text("Done."))
+    task = await rig.submit()
+    turn = await rig.runner.until_local_turn_ends(task.id, owner=OWNER)
+    assert turn is not None and turn.settled is not None
+    # The job's bookkeeping (its done callback) has not run yet: this waiter went first.
+    assert rig.runner.is_running(task.id, owner=OWNER)
+    await asyncio.sleep(0)
+    assert not rig.runner.is_running(task.id, owner=OWNER)
+
+
+async def test_a_wait_for_a_turn_stopped_before_its_first_step_ends_with_it(rig: Rig) -> None:
+    """A waiter that came between the launch and the job's first step (as a blocking send's
+    handler does) is woken by the job's end when the job never ran (stopped at once)."""
+    task = await rig.submit()  # nothing scripted: the turn never gets to call the model
+    job, _ = rig.runner._running[(OWNER, task.id)]
+    job.cancel()  # before its first step: the turn's own code never runs
+    async with asyncio.timeout(2):  # (in this task: it waits before the job's step runs)
+        turn = await rig.runner.until_local_turn_ends(task.id, owner=OWNER)
+    assert turn is not None and turn.task.id == task.id
+    assert job.cancelled() and rig.llm.calls == 0
+
+
 async def test_cancel_before_the_first_step(rig: Rig) -> None:
     task = await rig.submit()  # nothing scripted: the model must never be called
     assert await rig.runner.cancel(task.id, owner=OWNER) is True
