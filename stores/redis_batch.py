@@ -99,8 +99,7 @@ class CommandBatcher:
     async def run_script(self, script: LuaScript, keys: Sequence[str], args: Sequence[Any]) -> Any:
         if not self._batches:
             return await script(self._client, keys, args)
-        command = (("EVALSHA", script.sha, len(keys), *keys, *args), _NO_OPTIONS)
-        return (await self._call(command, (script,)))[0]
+        return (await self._call((script.command(keys, args), _NO_OPTIONS), (script,)))[0]
 
     async def run_args(self, *args: Any, **options: Any) -> Any:
         """One command given as Redis takes it, its reply as redis-py's method gives it (by the

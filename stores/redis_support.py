@@ -134,10 +134,14 @@ class LuaScript:
             await client.script_load(self.source)
             return await client.evalsha(self.sha, len(keys), *keys, *args)
 
+    def command(self, keys: Sequence[str], args: Sequence[Any]) -> tuple[Any, ...]:
+        """The EVALSHA that runs the script, as Redis takes it."""
+        return ("EVALSHA", self.sha, len(keys), *keys, *args)
+
     def queue(self, pipe: AnyPipeline, keys: Sequence[str], args: Sequence[Any]) -> None:
         # The command itself: a cluster pipeline refuses `evalsha()` by name, yet routes an
         # EVALSHA by its keys (all of one slot here) like any other command.
-        pipe.execute_command("EVALSHA", self.sha, len(keys), *keys, *args)
+        pipe.execute_command(*self.command(keys, args))
 
 
 async def ready(client: RedisClient) -> None:
