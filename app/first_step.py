@@ -17,7 +17,7 @@ import asyncio
 import contextvars
 
 # asyncio's own bookkeeping of the running task, which Python 3.12's eager tasks use too.
-from asyncio.tasks import _enter_task, _leave_task  # type: ignore[attr-defined]
+from asyncio.tasks import _enter_task, _leave_task
 from collections.abc import Coroutine, Generator
 from typing import Any
 
@@ -61,7 +61,7 @@ class FirstStepTaken(Coroutine[Any, Any, Any]):
             raise first
         return first  # the future the coroutine waits for (or None: it yielded a pass)
 
-    def throw(self, exc: Any, *args: Any) -> Any:  # type: ignore[override]
+    def throw(self, exc: Any, *args: Any) -> Any:
         state, first = self._state, self._first
         self._first, self._state = None, _RUNNING
         if state == _ENDED:
