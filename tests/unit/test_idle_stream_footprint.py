@@ -14,6 +14,7 @@ import gc
 import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
+from types import CoroutineType
 from typing import Any
 
 import pytest
@@ -151,8 +152,8 @@ async def test_an_idle_stream_waits_through_no_framework_layer(server: int) -> N
     (request_task,) = [
         task
         for task in asyncio.all_tasks()
-        # The task's coroutine may be wrapped (app.first_step); the wrapper shows its code.
-        if getattr(getattr(task.get_coro(), "cr_code", None), "co_name", None) == "run_asgi"
+        if isinstance(task.get_coro(), CoroutineType)
+        and task.get_coro().cr_code.co_name == "run_asgi"  # type: ignore[union-attr]
     ]
     modules = awaited_frames(request_task)
     framework = [name for name in modules if name.split(".")[0] in ("starlette", "fastapi")]
