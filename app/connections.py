@@ -15,12 +15,16 @@ time), and h11, the fallback, whose own `h11_max_incomplete_event_size` caps the
 from __future__ import annotations
 
 import asyncio
+import contextvars
 import logging
 import resource
 from typing import Any, ClassVar
 
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
+
+from app import client_gone
+from app.first_step import FirstStepTaken, start_task, take_first_step
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -76,15 +80,27 @@ if HttpToolsProtocol is not None:
         header_timeout_s: ClassVar[float] = 10.0
         max_header_bytes: ClassVar[int] = 16384
 
-        # Slots, not three more keys in uvicorn's attribute dict: those grew it to the next
-        # size, ~1.5 KiB more on every connection.
-        __slots__ = ("_awaiting_headers", "_header_bytes", "_header_timer")
+        # Slots, not more keys in uvicorn's attribute dict: those grew it to the next size,
+        # ~1.5 KiB more on every connection.
+        __slots__ = (
+            "_awaiting_headers",
+            "_first_step",
+            "_header_bytes",
+            "_header_timer",
+            "_reading",
+            "_task",
+        )
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._header_timer: asyncio.TimerHandle | None = None
             self._awaiting_headers = True
             self._header_bytes = 0
+            self._reading = False
+            # The request task started while reading, whose first step is taken once its
+            # body is in (app.first_step): its cycle, the task, its coroutine and context.
+            self._first_step: tuple[Any, asyncio.Task[None], FirstStepTaken, Any] | None = None
+            self._task: asyncio.Task[None] | None = None  # the latest request's, while it runs
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -93,7 +109,11 @@ if HttpToolsProtocol is not None:
         def data_received(self, data: bytes) -> None:
             if self._awaiting_headers:
                 self._header_bytes += len(data)
-            super().data_received(data)
+            self._reading = True
+            try:
+                super().data_received(data)
+            finally:
+                self._reading = False
             # Every byte so far belongs to headers still incomplete: they are too large.
             if (
                 self._awaiting_headers
@@ -101,6 +121,39 @@ if HttpToolsProtocol is not None:
                 and not self.transport.is_closing()
             ):
                 self.send_400_response("Request headers are too large.")
+            self._take_first_step()
+
+        def _start_asgi_task(self, cycle: Any, app: Any) -> None:
+            """uvicorn's start of a request's task; when it starts on a read, its first step is
+            taken at the end of the read if the request's body is in by then (a pipelined
+            request starts at the end of the one before, inside that one's task: its task takes
+            its first step)."""
+            context = contextvars.Context() if self.config.reset_contextvars else None
+            task, coro, context = start_task(self.loop, cycle.run_asgi(app), context)
+            task.add_done_callback(self._task_done)
+            self.tasks.add(task)
+            client_gone.serving(task)  # its stream hears from connection_lost, not receive()
+            self._task = task
+            if self._reading:
+                self._first_step = (cycle, task, coro, context)
+
+        def _task_done(self, task: asyncio.Task[None]) -> None:
+            self.tasks.discard(task)
+            client_gone.done(task)
+            if self._task is task:
+                self._task = None
+
+        def _take_first_step(self) -> None:
+            first = self._first_step
+            if first is None:
+                return
+            cycle, task, coro, context = first
+            if coro.started or task.done():
+                self._first_step = None  # its own first step came first
+            elif not cycle.more_body:  # the whole request is in
+                self._first_step = None
+                if not self.transport.is_closing():
+                    take_first_step(self.loop, task, coro, context)
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -122,6 +175,8 @@ if HttpToolsProtocol is not None:
         def connection_lost(self, exc: Exception | None) -> None:
             self._disarm()
             super().connection_lost(exc)
+            if self._task is not None and self.cycle is not None and self.cycle.disconnected:
+                client_gone.gone(self._task)  # its response had not ended
 
         def _arm(self) -> None:
             self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)

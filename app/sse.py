@@ -9,10 +9,11 @@ of those paths, so whatever they hold (a stream slot) is given back.
 The response is written here rather than with sse-starlette: an idle stream is what a server
 holding thousands of subscribers is made of, and sse-starlette's task group (four tasks and their
 cancel scopes per stream) was a third of an idle stream's memory. Here a stream is its request's
-task plus one watcher task, which notices the client leaving (and cancels the stream at once,
-whatever it is waiting for). The connection is kept alive with a comment after each read of the
-journal that waited its whole time (A2A_STREAM_KEEPALIVE_S) for nothing: no timer per stream
-for it.
+task alone: the server's HTTP protocol tells it when the client leaves (app.client_gone), and it
+is cancelled at once, whatever it is waiting for. Served otherwise (another ASGI server, an
+in-process client), a stream has a second task, which watches `receive()` for the same. The
+connection is kept alive with a comment after each read of the journal that waited its whole
+time (A2A_STREAM_KEEPALIVE_S) for nothing: no timer per stream for it.
 """
 
 from __future__ import annotations
@@ -25,6 +26,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from app.client_gone import tell_when_gone
 from app.errors import A2AError, as_a2a_error
 from app.metrics import Metrics
 from stores.models import JournalEntry
@@ -79,11 +81,14 @@ class JournalStream(Response):
         self._render_error = render_error
         self._metrics = metrics
         self._finished = False
+        self._left = False  # the client went away: the stream's cancel is that
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         stream = asyncio.current_task()
         assert stream is not None
-        watcher = asyncio.ensure_future(self._watch(receive, stream))
+        watcher = None
+        if not tell_when_gone(stream, self):
+            watcher = asyncio.ensure_future(self._watch(receive, stream))
         entries, metrics, opened_at = self._entries, self._metrics, time.time()
         metrics.open_streams.add(1)
         try:
@@ -113,7 +118,7 @@ class JournalStream(Response):
                 self._finished = True
                 await send({"type": "http.response.body", "body": b"", "more_body": False})
         except asyncio.CancelledError:
-            if not watcher.done() or watcher.cancelled() or not watcher.result():
+            if not self._left:
                 raise  # cancelled from elsewhere (shutdown): not ours to swallow
             stream.uncancel()  # the client left: the stream is simply over
         except OSError:  # the connection broke under a write
@@ -121,7 +126,8 @@ class JournalStream(Response):
         finally:
             self._finished = True
             metrics.open_streams.add(-1)
-            watcher.cancel()
+            if watcher is not None:
+                watcher.cancel()
             aclose = getattr(entries, "aclose", None)
             if aclose is not None:
                 await aclose()
@@ -143,11 +149,16 @@ class JournalStream(Response):
     def _frame(self, entry: JournalEntry) -> bytes:
         return frame(self._render(entry), event_id=str(entry.position))
 
-    async def _watch(self, receive: Receive, stream: asyncio.Task[Any]) -> bool:
-        """Until the client leaves: then cancel the stream, unless it has ended, and say so."""
-        while (await receive())["type"] != "http.disconnect":
-            pass
+    def client_left(self) -> bool:
+        """The client went away: True (cancel the stream) unless the stream has ended."""
         if self._finished:
             return False
-        stream.cancel()
+        self._left = True
         return True
+
+    async def _watch(self, receive: Receive, stream: asyncio.Task[Any]) -> None:
+        """Until the client leaves (when nothing else tells the stream): then cancel it."""
+        while (await receive())["type"] != "http.disconnect":
+            pass
+        if self.client_left():
+            stream.cancel()

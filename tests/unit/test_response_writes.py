@@ -88,9 +88,14 @@ async def connection() -> AsyncIterator[Connection]:
         yield Connection(config)
 
 
-def rpc_request(method: str, *, headers: str = "") -> bytes:
-    message = {"messageId": "m-" + method, "role": "ROLE_USER", "parts": [{"text": "hi"}]}
-    body = json.dumps({"jsonrpc": "2.0", "id": 1, "method": method, "params": {"message": message}})
+def rpc_request(method: str, *, headers: str = "", request_id: int = 1) -> bytes:
+    message = {
+        "messageId": f"m-{method}-{request_id}",
+        "role": "ROLE_USER",
+        "parts": [{"text": "hi"}],
+    }
+    params = {"message": message}
+    body = json.dumps({"jsonrpc": "2.0", "id": request_id, "method": method, "params": params})
     return (
         f"POST / HTTP/1.1\r\nHost: 127.0.0.1\r\nContent-Type: application/json\r\n"
         f"A2A-Version: 1.0\r\n{headers}Content-Length: {len(body)}\r\n\r\n{body}"
@@ -159,3 +164,61 @@ async def test_closing_writes_a_held_head_first() -> None:
     assert transport.closed and writer.is_closing()
     await asyncio.sleep(0)
     assert len(transport.writes) == 1
+
+
+def read_from_the_loop(connection: Connection, *parts: bytes) -> asyncio.Future[list[list[bytes]]]:
+    """Each part read by the protocol as the loop calls it (from its own callback, no task
+    running), one pass apart; the writes made during each read, before the loop went on."""
+    loop = asyncio.get_running_loop()
+    during: list[list[bytes]] = []
+    done: asyncio.Future[list[list[bytes]]] = loop.create_future()
+    connection.transport.writes.clear()
+
+    def read(index: int) -> None:
+        before = len(connection.transport.writes)
+        connection.protocol.data_received(parts[index])
+        during.append(connection.transport.writes[before:])
+        if index + 1 < len(parts):
+            loop.call_soon(read, index + 1)
+        else:
+            done.set_result(during)
+
+    loop.call_soon(read, 0)
+    return done
+
+
+async def test_a_streams_first_event_is_written_while_its_request_is_read(
+    connection: Connection,
+) -> None:
+    """The request's first step runs as its bytes are read, not a loop pass later behind
+    whatever else is queued: the head and the first event are out before the read returns."""
+    [during] = await read_from_the_loop(connection, rpc_request("SendStreamingMessage"))
+    assert len(during) == 1 and during[0].startswith(b"HTTP/1.1 200 OK\r\n")
+    assert during[0].count(b"data: ") == 1 and b'"task":' in during[0]
+    await connection.transport.until(lambda written: written.endswith(b"0\r\n\r\n"))
+    assert b"TASK_STATE_COMPLETED" in connection.transport.writes[-1]
+
+
+async def test_a_request_whose_body_comes_in_later_reads_is_answered_once_it_is_in(
+    connection: Connection,
+) -> None:
+    """Its task began (at its own first step, a pass after the head) and waits for the body."""
+    head, body = rpc_request("SendStreamingMessage").split(b"\r\n\r\n", 1)
+    half = len(body) // 2
+    during = await read_from_the_loop(connection, head + b"\r\n\r\n", body[:half], body[half:])
+    assert during[:2] == [[], []]  # nothing to answer before the whole body is in
+    await connection.transport.until(lambda written: written.endswith(b"0\r\n\r\n"))
+    written = b"".join(connection.transport.writes)
+    assert written.startswith(b"HTTP/1.1 200 OK\r\n") and written.count(b'"task":') == 1
+    assert b"TASK_STATE_COMPLETED" in written
+
+
+async def test_pipelined_requests_read_at_once_are_answered_in_order(
+    connection: Connection,
+) -> None:
+    first, second = (rpc_request("SendMessage", request_id=n) for n in (101, 202))
+    await read_from_the_loop(connection, first + second)
+    await connection.transport.until(lambda written: written.count(b"TASK_STATE_COMPLETED") == 2)
+    written = b"".join(connection.transport.writes)
+    assert written.count(b"HTTP/1.1 200 OK") == 2
+    assert written.index(b'"id":101') < written.index(b'"id":202')
