@@ -235,7 +235,8 @@ class _LimitedBody:
 
     def receive(self) -> Awaitable[Message]:
         # After the body, `receive` only waits for a disconnect: no deadline, and the server's
-        # own wait (no frame of ours kept by every open stream's watcher).
+        # own wait (no frame of ours kept by a stream's watcher, where a stream has one: not
+        # served by the server's own protocol, app.client_gone).
         if self.body_done:
             return self._receive()
         return self._receive_body()
