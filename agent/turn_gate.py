@@ -17,9 +17,11 @@ stream's first event, a refusal) before the queued turns go on. A turn that wait
 
 A blocking send's turn never waits here: its client waits for the turn's end, so holding it
 back only lengthens that wait. Measured with bench/ at 32 concurrent streams (bench/RESULTS.md):
-with 1 ms (the default) a stream's first event came 2.1-2.8x sooner at p50 and p99, for 2% to
-30% fewer events/s, depending on the machine's phase (turns run further from their requests, in
-more passes).
+with 1 ms a stream's first event came 2.1-2.8x sooner at p50 and p99, for 2% to 30% fewer
+events/s, depending on the machine's phase (turns run further from their requests, in more
+passes). Once a request's first step ran inside its read (app.first_step), 2 ms (the default)
+gave ~8% more events/s than 1 ms, for a first event at p50 ~4 ms instead of ~2.3 (no gate:
+~7-8 ms).
 """
 
 from __future__ import annotations

@@ -162,7 +162,7 @@ class Settings(BaseSettings):
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )
     a2a_turn_slice_ms: float = Field(
-        1.0,
+        2.0,
         ge=0,
         description="Loop time turns may use in one event-loop pass; beyond it they wait for a"
         " later pass and new requests are read first (a blocking send's turn never waits;"
