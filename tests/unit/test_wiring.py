@@ -62,7 +62,7 @@ async def test_environment_reaches_the_agent_and_the_card(
 
 
 def test_the_turn_slice_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0.001  # the default
+    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0.002  # the default
     monkeypatch.setenv("A2A_TURN_SLICE_MS", "0")
     assert create_app(Settings()).state.handler._runner.gate.slice_s == 0
 
