@@ -19,7 +19,7 @@ A blocking send's turn never waits here: its client waits for the turn's end, so
 back only lengthens that wait. Measured with bench/ at 32 concurrent streams (bench/RESULTS.md):
 with 1 ms a stream's first event came 2.1-2.8x sooner at p50 and p99, for 2% to 30% fewer
 events/s, depending on the machine's phase (turns run further from their requests, in more
-passes). Once a request's first step ran inside its read (app.first_step), 2 ms (the default)
+passes). Once a request's first step ran inside its read (app.request_task), 2 ms (the default)
 gave ~8% more events/s than 1 ms, for a first event at p50 ~4 ms instead of ~2.3 (no gate:
 ~7-8 ms).
 """

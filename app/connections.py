@@ -23,8 +23,7 @@ from typing import Any, ClassVar
 import h11
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
-from app import client_gone
-from app.first_step import FirstStepTaken, start_task, take_first_step
+from app import request_task
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
@@ -82,24 +81,16 @@ if HttpToolsProtocol is not None:
 
         # Slots, not more keys in uvicorn's attribute dict: those grew it to the next size,
         # ~1.5 KiB more on every connection.
-        __slots__ = (
-            "_awaiting_headers",
-            "_first_step",
-            "_header_bytes",
-            "_header_timer",
-            "_reading",
-            "_task",
-        )
+        __slots__ = ("_awaiting_headers", "_first_step", "_header_bytes", "_header_timer", "_task")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._header_timer: asyncio.TimerHandle | None = None
             self._awaiting_headers = True
             self._header_bytes = 0
-            self._reading = False
-            # The request task started while reading, whose first step is taken once its
-            # body is in (app.first_step): its cycle, the task, its coroutine and context.
-            self._first_step: tuple[Any, asyncio.Task[None], FirstStepTaken, Any] | None = None
+            # A request task just started, whose first step is taken at the end of a read once
+            # its body is in (app.request_task): its cycle and the task.
+            self._first_step: tuple[Any, asyncio.Task[None]] | None = None
             self._task: asyncio.Task[None] | None = None  # the latest request's, while it runs
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
@@ -109,11 +100,7 @@ if HttpToolsProtocol is not None:
         def data_received(self, data: bytes) -> None:
             if self._awaiting_headers:
                 self._header_bytes += len(data)
-            self._reading = True
-            try:
-                super().data_received(data)
-            finally:
-                self._reading = False
+            super().data_received(data)
             # Every byte so far belongs to headers still incomplete: they are too large.
             if (
                 self._awaiting_headers
@@ -124,36 +111,29 @@ if HttpToolsProtocol is not None:
             self._take_first_step()
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
-            """uvicorn's start of a request's task; when it starts on a read, its first step is
-            taken at the end of the read if the request's body is in by then (a pipelined
-            request starts at the end of the one before, inside that one's task: its task takes
-            its first step)."""
+            """uvicorn's start of a request's task (app.request_task): its first step is taken
+            at the end of a read that has brought the whole request, unless the task's own came
+            first (a pipelined request starts at the end of the one before, inside that one's
+            task; its body may come in later reads)."""
             context = contextvars.Context() if self.config.reset_contextvars else None
-            task, coro, context = start_task(self.loop, cycle.run_asgi(app), context)
+            task = request_task.start(self.loop, cycle.run_asgi(app), context)
             task.add_done_callback(self._task_done)
             self.tasks.add(task)
-            client_gone.serving(task)  # its stream hears from connection_lost, not receive()
             self._task = task
-            if self._reading:
-                self._first_step = (cycle, task, coro, context)
+            self._first_step = (cycle, task)
 
         def _task_done(self, task: asyncio.Task[None]) -> None:
             self.tasks.discard(task)
-            client_gone.done(task)
             if self._task is task:
                 self._task = None
 
         def _take_first_step(self) -> None:
             first = self._first_step
-            if first is None:
+            if first is None or first[0].more_body:  # none, or its body is still coming
                 return
-            cycle, task, coro, context = first
-            if coro.started or task.done():
-                self._first_step = None  # its own first step came first
-            elif not cycle.more_body:  # the whole request is in
-                self._first_step = None
-                if not self.transport.is_closing():
-                    take_first_step(self.loop, task, coro, context)
+            self._first_step = None
+            if not self.transport.is_closing():
+                request_task.take_first_step(self.loop, first[1])  # unless already taken
 
         def on_message_begin(self) -> None:
             super().on_message_begin()
@@ -176,7 +156,7 @@ if HttpToolsProtocol is not None:
             self._disarm()
             super().connection_lost(exc)
             if self._task is not None and self.cycle is not None and self.cycle.disconnected:
-                client_gone.gone(self._task)  # its response had not ended
+                request_task.client_gone(self._task)  # its response had not ended
 
         def _arm(self) -> None:
             self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)

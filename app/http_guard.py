@@ -236,7 +236,7 @@ class _LimitedBody:
     def receive(self) -> Awaitable[Message]:
         # After the body, `receive` only waits for a disconnect: no deadline, and the server's
         # own wait (no frame of ours kept by a stream's watcher, where a stream has one: not
-        # served by the server's own protocol, app.client_gone).
+        # served by the server's own protocol, app.request_task).
         if self.body_done:
             return self._receive()
         return self._receive_body()

@@ -9,7 +9,7 @@ of those paths, so whatever they hold (a stream slot) is given back.
 The response is written here rather than with sse-starlette: an idle stream is what a server
 holding thousands of subscribers is made of, and sse-starlette's task group (four tasks and their
 cancel scopes per stream) was a third of an idle stream's memory. Here a stream is its request's
-task alone: the server's HTTP protocol tells it when the client leaves (app.client_gone), and it
+task alone: the server's HTTP protocol tells it when the client leaves (app.request_task), and it
 is cancelled at once, whatever it is waiting for. Served otherwise (another ASGI server, an
 in-process client), a stream has a second task, which watches `receive()` for the same. The
 connection is kept alive with a comment after each read of the journal that waited its whole
@@ -26,9 +26,9 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
-from app.client_gone import tell_when_gone
 from app.errors import A2AError, as_a2a_error
 from app.metrics import Metrics
+from app.request_task import tell_when_gone
 from stores.models import JournalEntry
 
 _PING = b": ping\r\n\r\n"

@@ -1,5 +1,5 @@
 """An SSE stream ends quietly when its client leaves: told by the server's connection
-(app.client_gone) with no task of its own beside the request's, or, served by anything else,
+(app.request_task) with no task of its own beside the request's, or, served by anything else,
 by a task watching `receive()`. A cancel from elsewhere (shutdown) is not swallowed. (Through
 the real server: tests/unit/test_idle_stream_footprint.py and tests/e2e/test_admission.py.)"""
 
@@ -11,7 +11,7 @@ from typing import Any
 
 import pytest
 
-from app import client_gone
+from app import request_task
 from app.metrics import Metrics
 from app.sse import JournalStream
 from stores.models import JournalEntry
@@ -62,14 +62,13 @@ def stream_of(entries: Entries) -> JournalStream:
 async def open_stream(
     client: Client, entries: Entries, *, served_by_the_protocol: bool
 ) -> tuple[asyncio.Task[None], int]:
-    """The stream running in a task of its own (as its request's), registered as the server's
-    protocol registers the tasks it starts, or not; and how many tasks it added."""
+    """The stream running in a task of its own (as its request's), started as the server's
+    protocol starts a request's task, or not; and how many tasks it added."""
     before = len(asyncio.all_tasks())
     response = stream_of(entries)
-    task = asyncio.ensure_future(response({"type": "http"}, client.receive, client.send))
-    if served_by_the_protocol:
-        client_gone.serving(task)
-        task.add_done_callback(client_gone.done)
+    coro = response({"type": "http"}, client.receive, client.send)
+    loop = asyncio.get_running_loop()
+    task = request_task.start(loop, coro) if served_by_the_protocol else loop.create_task(coro)
     for _ in range(3):
         await asyncio.sleep(0)  # the stream is open and waits on its journal
     assert client.sent and client.sent[0]["type"] == "http.response.start"
@@ -80,11 +79,11 @@ async def test_told_by_its_connection_a_stream_ends_quietly_and_needs_no_task_of
     client, entries = Client(), Entries()
     task, tasks_added = await open_stream(client, entries, served_by_the_protocol=True)
     assert tasks_added == 1  # the request's task alone: nothing waits on receive()
-    client_gone.gone(task)  # the connection was lost
+    request_task.client_gone(task)  # the connection was lost
     await asyncio.wait_for(task, 1)
     assert not task.cancelled() and task.exception() is None
     assert entries.closed
-    assert task not in client_gone._listeners  # forgotten with its task
+    assert task.get_coro().listener is None  # told once: nothing holds the stream any more
 
 
 async def test_served_otherwise_a_stream_watches_receive_for_its_client_leaving() -> None:
@@ -115,9 +114,7 @@ async def test_a_connection_lost_after_its_request_ended_cancels_nothing() -> No
     async def answered() -> str:
         return "done"
 
-    task = asyncio.ensure_future(answered())
-    client_gone.serving(task)
-    task.add_done_callback(client_gone.done)
+    task = request_task.start(asyncio.get_running_loop(), answered())
     assert await task == "done"
-    client_gone.gone(task)  # nothing listens any more: no error, nothing to cancel
-    assert task not in client_gone._listeners
+    request_task.client_gone(task)  # nothing listens: no error, nothing to cancel
+    assert not task.cancelled() and task.result() == "done"

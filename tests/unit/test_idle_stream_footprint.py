@@ -21,9 +21,9 @@ import pytest
 import uvicorn
 
 from agent.scripted_model import ScriptedModel
-from app import client_gone
 from app.cli import server_config
 from app.main import create_app
+from app.request_task import RequestCoroutine
 from app.settings import Settings
 from stores.models import JournalEntry, Task
 from tests.e2e.harness import free_port
@@ -180,9 +180,10 @@ async def test_a_client_leaving_ends_its_stream_at_once_told_by_the_connection(
     writer, _ = await open_stream(server, "SubscribeToTask", {"id": task_id})
     await asyncio.sleep(0.1)
     (stream,) = asyncio.all_tasks() - before  # the request's task alone
-    assert stream in client_gone._listeners  # served by the server's protocol, which tells it
+    # Started by the server's protocol, which tells it; the stream listens on it.
+    assert isinstance(stream.get_coro(), RequestCoroutine) and stream.get_coro().listener
     writer.close()
     await asyncio.wait({stream}, timeout=2)
     assert stream.done() and not stream.cancelled() and stream.exception() is None
-    assert stream not in client_gone._listeners
+    assert stream.get_coro().listener is None  # told once: nothing holds the stream any more
     first.close()

@@ -1,4 +1,4 @@
-"""A task's first step taken at once (app.first_step): the coroutine runs as its task, in its
+"""A task's first step taken at once (app.request_task): the coroutine runs as its task, in its
 context, up to its first wait; the task then carries on from there as any other."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.first_step import start_task, take_first_step
+from app.request_task import start, take_first_step
 
 seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 
@@ -45,8 +45,8 @@ async def test_the_first_step_runs_at_once_as_its_task_and_the_task_goes_on_from
         return f"{answer}, {seen.get()}"
 
     def start_and_step() -> tuple[asyncio.Task[str], bool, list[str], bool]:
-        task, coro, context = start_task(loop, request())
-        taken = take_first_step(loop, task, coro, context)
+        task = start(loop, request())
+        taken = take_first_step(loop, task)
         return task, taken, list(steps), asyncio.current_task() is None
 
     task, taken, steps_at_once, no_task_after = await from_the_loop(start_and_step)
@@ -72,8 +72,8 @@ async def test_a_coroutine_that_ends_in_its_first_step_gives_the_task_its_outcom
     def start_both() -> tuple[asyncio.Task[Any], asyncio.Task[Any]]:
         tasks = []
         for coro in (quick(), failing()):
-            task, wrapped, context = start_task(loop, coro)
-            assert take_first_step(loop, task, wrapped, context)
+            task = start(loop, coro)
+            assert take_first_step(loop, task)
             tasks.append(task)
         return tasks[0], tasks[1]
 
@@ -98,8 +98,8 @@ async def test_a_task_cancelled_before_its_own_first_step_cancels_what_its_first
             raise
 
     def start_step_cancel() -> asyncio.Task[None]:
-        task, coro, context = start_task(loop, request())
-        take_first_step(loop, task, coro, context)
+        task = start(loop, request())
+        take_first_step(loop, task)
         task.cancel()  # before the task itself has ever run
         return task
 
@@ -118,8 +118,8 @@ async def test_a_bare_yield_in_the_first_step_is_a_pass_and_then_it_goes_on() ->
         return "after a pass"
 
     def start_and_step() -> asyncio.Task[str]:
-        task, coro, context = start_task(loop, request())
-        assert take_first_step(loop, task, coro, context)
+        task = start(loop, request())
+        assert take_first_step(loop, task)
         return task
 
     assert await (await from_the_loop(start_and_step)) == "after a pass"
@@ -132,9 +132,9 @@ async def test_inside_a_running_task_the_first_step_is_left_to_the_task() -> Non
     async def request() -> None:
         ran.append("ran")
 
-    task, coro, context = start_task(loop, request())
-    assert not take_first_step(loop, task, coro, context)  # this test is a task itself
+    task = start(loop, request())
+    assert not take_first_step(loop, task)  # this test is a task itself
     assert ran == []
     await task
     assert ran == ["ran"]
-    assert not take_first_step(loop, task, coro, context)  # and never twice
+    assert not take_first_step(loop, task)  # and never twice
