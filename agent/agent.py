@@ -6,12 +6,12 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from functools import partial
 
-from agent.client_tools import ClientTool
+from agent.context import TurnContext
 from agent.events import AgentEvent, MessagesCommitted, TextSink
-from agent.hooks import TurnContext
 from agent.loop import AgentLoop
 from agent.retry import persistently
 from agent.state import LoopState
+from agent.tools.client import ClientTool
 from stores.base import MessageStore
 from stores.models import ChatMessage
 

@@ -10,31 +10,16 @@ from __future__ import annotations
 import importlib
 import logging
 from collections.abc import Iterable
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from typing import Any, Literal
 
-from opentelemetry.context import Context
-
+from agent.context import TurnContext as TurnContext
 from agent.events import TurnCompleted, TurnFailed
-from agent.llm import LLMRequest, LLMResponse
-from agent.tools import ToolResult
+from agent.llm.base import LLMRequest, LLMResponse
+from agent.tools.base import ToolResult
 from stores.models import Message, ToolCall
 
 logger = logging.getLogger(__name__)
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TurnContext:
-    owner: str
-    context_id: str
-    task_id: str
-    trace: Context | None = field(default=None, compare=False)
-    """The turn's trace context (its `agent.turn` span), parent of the turn's other spans."""
-    message_id: str | None = None
-    """The id of the client's message that started (or resumed) the turn."""
-    call_depth: int = 0
-    """How many agents deep this turn runs: 0 for a client's message; an agent calling another
-    agent sends its own depth + 1 (message metadata `a2aCallDepth`)."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

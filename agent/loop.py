@@ -15,7 +15,7 @@ from typing import Any
 
 from opentelemetry.trace import StatusCode
 
-from agent.control_tools import ASK_USER, CONTROL_TOOLS, FINISH
+from agent.context import TurnContext
 from agent.events import (
     AgentEvent,
     CheckpointReached,
@@ -31,11 +31,12 @@ from agent.events import (
     TurnSuspended,
     Usage,
 )
-from agent.hooks import HookChain, HookFailed, TurnContext
-from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.hooks import HookChain, HookFailed
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
-from agent.tools import Toolbox
+from agent.tools.control import ASK_USER, CONTROL_TOOLS, FINISH
+from agent.tools.toolbox import Toolbox
 from agent.tracing import start_span
 from agent.window import fit_to_window, output_reserve
 from stores.models import ChatMessage

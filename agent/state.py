@@ -10,7 +10,7 @@ from typing import Any, Literal
 
 from pydantic import BaseModel, Field
 
-from agent.client_tools import ClientTool
+from agent.tools.client import ClientTool
 from stores.models import ChatMessage, ToolCall
 
 

@@ -34,8 +34,8 @@ from typing import Any
 
 from agent.events import Usage
 from agent.hooks import Hooks
-from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
-from agent.tool_outputs import DataResult, FileResult, TaskRejected
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.tools.outputs import DataResult, FileResult, TaskRejected
 from stores.models import Message, ToolCall
 
 TCK_PROFILE = "tck"

@@ -15,7 +15,7 @@ from collections.abc import AsyncIterator
 
 from opentelemetry.trace import StatusCode
 
-from agent.control_tools import ASK_USER, FINISH, arguments_of
+from agent.context import TurnContext
 from agent.events import (
     AgentEvent,
     ArtifactProduced,
@@ -25,11 +25,12 @@ from agent.events import (
     ToolCallStarted,
     ToolProgress,
 )
-from agent.hooks import HookChain, ReplaceArguments, SupplyResult, TurnContext
+from agent.hooks import HookChain, ReplaceArguments, SupplyResult
 from agent.state import Awaiting, LoopState, SavedToolResult, ToolFailureStreak, ToolInput
-from agent.tool_outputs import TaskRejected
-from agent.tool_providers import listen_to_progress
-from agent.tools import Toolbox, ToolResult
+from agent.tools.base import ToolResult, listen_to_progress
+from agent.tools.control import ASK_USER, FINISH, arguments_of
+from agent.tools.outputs import TaskRejected
+from agent.tools.toolbox import Toolbox
 from agent.tracing import start_span
 from stores.models import ChatMessage, ToolCall
 

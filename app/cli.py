@@ -15,13 +15,13 @@ from fastapi import FastAPI
 from pydantic import ValidationError
 
 from agent.hooks import HookLoadError
-from agent.tools import ToolLoadError
-from app.auth import AuthConfigurationError
-from app.connections import raise_open_files_limit, with_limits
-from app.drain import Drain
-from app.listener import BurstListener
-from app.logs import configure_logging, lines_written_at_once, lines_written_per_loop_pass
+from agent.runtime.drain import Drain
+from agent.tools.base import ToolLoadError
+from app.http.auth import AuthConfigurationError
+from app.http.connections import raise_open_files_limit, with_limits
+from app.http.listener import BurstListener
 from app.main import create_app
+from app.ops.logs import configure_logging, lines_written_at_once, lines_written_per_loop_pass
 from app.settings import Settings
 
 # The server process's collector thresholds (CPython's defaults are 700, 10, 10); an app embedded
@@ -61,7 +61,7 @@ class DrainingServer(uvicorn.Server):
 
     async def startup(self, sockets: list[socket.socket] | None = None) -> None:
         """uvicorn's startup; then, on uvloop, its listening sockets are taken over by burst
-        listeners (app.listener: uvloop accepts one connection per pass of the loop)."""
+        listeners (app.http.listener: uvloop accepts one connection per pass of the loop)."""
         await super().startup(sockets)
         loop = asyncio.get_running_loop()
         if not isinstance(loop, uvloop.Loop):
@@ -102,7 +102,7 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
         host=settings.a2a_host,
         port=settings.a2a_port,
         log_level=settings.log_level.lower(),
-        log_config=None,  # app.logs configured logging (LOG_FORMAT): uvicorn keeps it
+        log_config=None,  # app.ops.logs configured logging (LOG_FORMAT): uvicorn keeps it
         # Connections get three quarters of the grace; the rest is for the lifespan's hand-over
         # of running turns, so the process is gone within A2A_SHUTDOWN_GRACE_S.
         timeout_graceful_shutdown=max(1, int(settings.a2a_shutdown_grace_s * 0.75)),

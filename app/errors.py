@@ -6,7 +6,7 @@ from __future__ import annotations
 import logging
 from typing import Any, ClassVar
 
-from agent.admission import Overloaded
+from agent.runtime.admission import Overloaded
 from stores.base import StoreFull, StoreUnavailable, TaskUnreadable
 
 logger = logging.getLogger(__name__)

@@ -12,11 +12,12 @@ import contextlib
 from collections.abc import AsyncGenerator, AsyncIterator, Awaitable, Callable
 from dataclasses import dataclass, field
 
-from agent.admission import Slots
-from agent.answers import AnswerRejected
-from agent.client_tools import ClientToolsInvalid, parse_client_tools
-from agent.runner import LeaseTaken, NoCheckpoint, TaskRunner
-from app.drain import DRAINED, Drain
+from agent.runtime.admission import Slots
+from agent.runtime.answers import AnswerRejected
+from agent.runtime.drain import DRAINED, Drain
+from agent.runtime.runner import LeaseTaken, NoCheckpoint, TaskRunner
+from agent.tools.client import ClientToolsInvalid, parse_client_tools
+from app.a2a.sse import LastEntries
 from app.errors import (
     ContentTypeNotSupportedError,
     InvalidParamsError,
@@ -24,7 +25,6 @@ from app.errors import (
     TaskNotFoundError,
     UnsupportedOperationError,
 )
-from app.sse import LastEntries
 from stores.base import (
     Fence,
     InvalidPageToken,

@@ -19,43 +19,44 @@ from starlette.exceptions import HTTPException
 from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Scope
 
-from agent.admission import Slots
 from agent.agent import Agent
-from agent.builtin_tools import BUILTIN_TOOLS
-from agent.control_tools import ASK_USER, FINISH
-from agent.demo_model import DemoModel
 from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
-from agent.litellm_client import LiteLLMClient
-from agent.llm import LLMClient
+from agent.llm.base import LLMClient
+from agent.llm.demo import DemoModel
+from agent.llm.litellm import LiteLLMClient
+from agent.llm.scripted import SCRIPTED_MODEL_NAME, ScriptedModel
 from agent.loop import AgentLoop
-from agent.mcp_tools import MCPToolProvider, parse_mcp_servers
-from agent.runner import TaskRunner
-from agent.scripted_model import SCRIPTED_MODEL_NAME, ScriptedModel
-from agent.supervisor import TurnSupervisor
+from agent.runtime.admission import Slots
+from agent.runtime.drain import Drain
+from agent.runtime.runner import TaskRunner
+from agent.runtime.supervisor import TurnSupervisor
 from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
-from agent.tool_providers import ToolProvider, UnavailableSource
-from agent.tools import FunctionTool, Toolbox, load_tool_functions
-from app.asgi import ServerApp
-from app.auth import build_authenticator, is_loopback_host
-from app.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
+from agent.tools.base import ToolProvider, UnavailableSource
+from agent.tools.builtin import BUILTIN_TOOLS
+from agent.tools.control import ASK_USER, FINISH
+from agent.tools.function import FunctionTool, load_tool_functions
+from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
+from agent.tools.toolbox import Toolbox
+from app.a2a.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
+from app.a2a.jsonrpc import JsonRpcBinding, error_payload
+from app.a2a.limits import RequestLimits
+from app.a2a.openapi import build_openapi
+from app.a2a.operations import Operations
+from app.a2a.rest import RestBinding, framework_error
+from app.a2a.v0_3.rest import RestV03Binding
 from app.console_routes import console_routes
-from app.drain import Drain
-from app.edge import Edge
 from app.errors import A2AError
 from app.handler import RequestHandler
-from app.http_guard import default_error_response, guard
-from app.jsonrpc import JsonRpcBinding, error_payload
-from app.limits import RequestLimits
-from app.logs import log_malformed_http_at_debug, one_line_per_request
-from app.metrics import Metrics
-from app.openapi import build_openapi
-from app.operations import Operations
+from app.http.asgi import ServerApp
+from app.http.auth import build_authenticator, is_loopback_host
+from app.http.edge import Edge
+from app.http.guard import default_error_response, guard
+from app.ops.logs import log_malformed_http_at_debug, one_line_per_request
+from app.ops.metrics import Metrics
+from app.ops.telemetry import instrument, start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
 from app.remote_agents import RemoteAgentProvider, parse_remote_agents
-from app.rest import RestBinding, framework_error
-from app.rest_v03 import RestV03Binding
 from app.settings import Settings
-from app.telemetry import instrument, start_metrics, start_tracing, stop_metrics, stop_tracing
 from stores.base import StoreSet, StoreUnavailable
 from stores.memory import InMemoryStores
 from stores.rate_limit import RateLimit, RateLimiter
@@ -128,7 +129,7 @@ def build_stores(settings: Settings) -> StoreSet:
             ttl_s=settings.task_ttl_s, max_tasks=settings.a2a_memory_max_tasks
         )
     # Imported here so the embedded default never loads the Redis client.
-    from stores.redis_stores import create_redis_stores
+    from stores.redis.stores import create_redis_stores
 
     return create_redis_stores(
         settings.redis_url,
@@ -190,7 +191,7 @@ def create_app(
     """Build the server. An embedding program may add tools, tool providers and hooks, or its
     own model client.
 
-    Refuses unsafe authentication settings (AuthConfigurationError): see app.auth.
+    Refuses unsafe authentication settings (AuthConfigurationError): see app.http.auth.
     """
     authenticator = build_authenticator(settings)
     function_tools = load_tool_functions(settings.agent_tools) + [
@@ -350,7 +351,7 @@ def create_app(
     )
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
-    # Served from the guard alone, without FastAPI's middleware and routing (see app.asgi):
+    # Served from the guard alone, without FastAPI's middleware and routing (see app.http.asgi):
     # every JSON-RPC call, and each of the thousands of streams a replica may hold open.
     app.add_direct_route("/", "POST", jsonrpc.__call__)
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)

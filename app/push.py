@@ -2,17 +2,17 @@
 
 Webhook bodies follow the generation of the client that registered the webhook: a 1.0 webhook
 gets each journal event as a StreamResponse (SPEC 4.3.3); a 0.3 webhook gets the whole task in
-the 0.3 JSON form at each state change (what 0.3 servers sent). See agent.push for delivery.
+the 0.3 JSON form at each state change (what 0.3 servers sent). See agent.runtime.push for delivery.
 """
 
 from __future__ import annotations
 
 from agent.outbound import OutboundPolicy, outbound_client
-from agent.push import PushDelivery, PushPolicy
-from app.json_body import render_json
+from agent.runtime.push import PushDelivery, PushPolicy
+from app.a2a.json_body import render_json
+from app.a2a.v0_3.wire import Dialect, task_out
+from app.a2a.wire import render_entry, render_task
 from app.settings import Settings
-from app.wire_v03 import Dialect, task_out
-from app.wire_v1 import render_entry, render_task
 from stores.base import PushConfigStore, TaskStore
 from stores.models import Task
 

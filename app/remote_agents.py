@@ -23,16 +23,10 @@ from typing import Any
 
 import httpx
 
-from agent.hooks import TurnContext
-from agent.tool_providers import (
-    ToolError,
-    ToolNeedsInput,
-    ToolProvider,
-    ToolSpec,
-    report_progress,
-)
+from agent.context import TurnContext
+from agent.tools.base import ToolError, ToolNeedsInput, ToolProvider, ToolSpec, report_progress
 from agent.tracing import carrier_of
-from app.a2a_client import (
+from app.client.a2a_client import (
     END_STATES,
     INTERRUPTED_STATES,
     A2AClient,

@@ -94,8 +94,8 @@ async def call(app: Any, method: str, n: int) -> None:
 
 async def drive(method: str, requests: int, concurrency: int, log: TextIO) -> None:
     from app.cli import COLLECTOR_THRESHOLDS
-    from app.logs import configure_logging, lines_written_per_loop_pass
     from app.main import create_app
+    from app.ops.logs import configure_logging, lines_written_per_loop_pass
     from app.settings import Settings
 
     gc.set_threshold(*COLLECTOR_THRESHOLDS)

@@ -29,7 +29,7 @@ from a2a.types import (
 )
 from starlette.applications import Starlette
 
-from agent.scripted_model import scripted_chunk
+from agent.llm.scripted import scripted_chunk
 
 
 class ScriptedExecutor(AgentExecutor):

@@ -170,6 +170,6 @@ def shared_cluster() -> LocalRedisCluster:
 
 def cluster_stores_client(*, socket_timeout: float | None = 5.0):
     """An asyncio cluster client of the shared cluster, as the stores build theirs."""
-    from stores.redis_cluster import ClusterAddress, cluster_client
+    from stores.redis.cluster import ClusterAddress, cluster_client
 
     return cluster_client(ClusterAddress.parse(shared_cluster().url), socket_timeout=socket_timeout)

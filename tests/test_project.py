@@ -34,7 +34,7 @@ def test_only_the_adapter_imports_litellm() -> None:
         for path in (ROOT / package).rglob("*.py")
         if "import litellm" in path.read_text() or "from litellm" in path.read_text()
     ]
-    assert importers == ["agent/litellm_client.py"]
+    assert importers == ["agent/llm/litellm.py"]
 
 
 def test_starting_the_app_does_not_import_litellm() -> None:
@@ -60,10 +60,10 @@ def test_helm_chart_config_uses_setting_names() -> None:
 
 
 def test_openapi_document_matches_the_app() -> None:
-    from app.openapi import render
+    from app.a2a.openapi import render
 
     assert (ROOT / "openapi" / "openapi.json").read_text() == render(), (
-        "openapi/openapi.json drifted; run: .venv/bin/python -m app.openapi > openapi/openapi.json"
+        "openapi/openapi.json drifted; run: .venv/bin/python -m app.a2a.openapi > openapi/openapi.json"
     )
 
 

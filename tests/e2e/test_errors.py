@@ -230,7 +230,7 @@ def test_error_messages_do_not_leak_internals(rpc):
 
 
 def test_other_methods_at_the_json_rpc_endpoint_get_405(rpc):
-    """`POST /` is served before FastAPI's routing (app.asgi); the route is still known to the
+    """`POST /` is served before FastAPI's routing (app.http.asgi); the route is still known to the
     router, so another method on `/` is refused as not allowed, with its allowed method named."""
     r = rpc.get("/")
     assert r.status_code == 405, (r.status_code, r.text)

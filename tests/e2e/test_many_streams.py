@@ -11,7 +11,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.connections import raise_open_files_limit
+from app.http.connections import raise_open_files_limit
 from tests.e2e.harness import RpcClient, ServerProcess, send_params
 
 pytestmark = pytest.mark.timeout(120)

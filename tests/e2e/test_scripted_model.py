@@ -11,7 +11,7 @@ import httpx
 import pytest
 from prometheus_client.parser import text_string_to_metric_families
 
-from agent.scripted_model import scripted_chunk
+from agent.llm.scripted import scripted_chunk
 from tests.e2e.harness import (
     A2A_HEADERS,
     RpcClient,

@@ -11,7 +11,7 @@ from collections.abc import Iterator
 import httpx
 import pytest
 
-from agent.scripted_model import scripted_chunk
+from agent.llm.scripted import scripted_chunk
 from tests.e2e.harness import A2A_HEADERS, ServerProcess, send_params
 
 pytestmark = pytest.mark.timeout(120)

@@ -19,7 +19,7 @@ from typing import Any
 import redis
 
 from stores.base import ANONYMOUS
-from stores.redis_keys import RedisKeys, decode
+from stores.redis.keys import RedisKeys, decode
 
 ACTIVE_STATES = {"TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"}
 TERMINAL_STATES = {

@@ -4,7 +4,8 @@ from __future__ import annotations
 
 import json
 
-from agent.hooks import Approval, Hooks, SupplyResult, TurnContext
+from agent.context import TurnContext
+from agent.hooks import Approval, Hooks, SupplyResult
 from stores.models import ToolCall
 
 DENY_REASON = "policy forbids the forbidden tool"

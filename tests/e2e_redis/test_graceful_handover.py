@@ -16,7 +16,7 @@ import time
 import pytest
 
 from stores.base import ANONYMOUS
-from stores.redis_keys import RedisKeys
+from stores.redis.keys import RedisKeys
 from tests.e2e.harness import RpcClient
 from tests.e2e_redis.support import (
     BackgroundStream,

@@ -20,7 +20,7 @@ import httpx
 import pytest
 
 from stores.base import ANONYMOUS
-from stores.redis_keys import RedisKeys
+from stores.redis.keys import RedisKeys
 from tests.e2e.harness import A2A_HEADERS, check_error_object, new_id
 from tests.e2e_redis.support import open_sse, rpc_body
 

@@ -7,7 +7,7 @@ from __future__ import annotations
 import pytest
 
 from stores.base import ANONYMOUS
-from stores.redis_keys import RedisKeys
+from stores.redis.keys import RedisKeys
 from tests.e2e.webhook import WebhookReceiver
 from tests.fakes.fake_llm import text, tool_calls
 

@@ -9,7 +9,7 @@ from collections.abc import Iterator
 import pytest
 import redis
 
-from agent.scripted_model import scripted_chunk
+from agent.llm.scripted import scripted_chunk
 from tests.e2e.harness import RpcClient, ServerProcess, kind_of, send_params, stream_results
 from tests.e2e_redis.support import RedisServer, open_sse, rpc_body
 

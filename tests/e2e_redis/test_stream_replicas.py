@@ -176,7 +176,7 @@ def test_streams_on_several_tasks_share_reads_on_b_each_exactly_once(
     replicas, rpc_a, fake_llm, marker
 ):
     """Subscribers on B to three tasks answering on A at once: B's readers share multi-key reads
-    (stores/journal_mux.py; the first reads alone), and each stream still carries its own task's
+    (stores/redis/journal_mux.py; the first reads alone), and each stream still carries its own task's
     events, every one once, in order, to the end."""
     a, b = replicas
     answers = {n: [f"t{n}w{i:02d} " for i in range(30)] for n in range(3)}

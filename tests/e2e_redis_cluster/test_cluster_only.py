@@ -9,7 +9,7 @@ import pytest
 from redis.cluster import key_slot
 
 from stores.base import ANONYMOUS
-from stores.redis_keys import RedisKeys
+from stores.redis.keys import RedisKeys
 from tests.e2e.harness import SSEEvent, kind_of, send_params
 from tests.e2e_redis.support import (
     BackgroundStream,

@@ -15,7 +15,7 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from stores.redis_stores import (
+from stores.redis.stores import (
     RedisCheckpointStore,
     RedisLeaseStore,
     RedisMessageStore,

@@ -15,8 +15,8 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from stores.redis_batch import CommandBatcher
-from stores.redis_support import AnyPipeline, LuaScript
+from stores.redis.batch import CommandBatcher
+from stores.redis.support import AnyPipeline, LuaScript
 from tests.redis.conftest import _connect, delete_prefix
 
 _PAIR = LuaScript("return {KEYS[1], tonumber(ARGV[1]) + 1, false}")

@@ -9,7 +9,7 @@ from urllib.parse import quote
 import pytest
 from redis.crc import key_slot
 
-from stores.redis_keys import RedisKeys, decode, encode
+from stores.redis.keys import RedisKeys, decode, encode
 
 pytestmark = pytest.mark.redis
 

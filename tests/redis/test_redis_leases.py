@@ -12,8 +12,8 @@ import pytest
 from redis.asyncio import Redis
 
 from stores.base import LeaseStatus, TaskRef
-from stores.redis_keys import LEASE_BUCKETS, RedisKeys
-from stores.redis_leases import RedisLeaseStore
+from stores.redis.keys import LEASE_BUCKETS, RedisKeys
+from stores.redis.leases import RedisLeaseStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
 pytestmark = pytest.mark.redis

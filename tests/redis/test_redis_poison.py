@@ -11,8 +11,8 @@ from redis.asyncio import Redis
 
 from stores.base import TaskQuery, TaskUnreadable
 from stores.models import Message, Part, Role, Task, TaskState, TaskStatus
-from stores.redis_keys import RedisKeys
-from stores.redis_tasks import RedisTaskStore
+from stores.redis.keys import RedisKeys
+from stores.redis.tasks import RedisTaskStore
 
 pytestmark = pytest.mark.redis
 

@@ -18,10 +18,10 @@ from redis.connection import PythonRespSerializer
 from redis.exceptions import DataError
 
 from stores.base import LeaseStatus, StoreUnavailable
-from stores.journal_mux import SHARD_JOURNALS
 from stores.models import JournalEntry, StatusUpdate, Task, TaskState, TaskStatus
-from stores.redis_stores import PoolSizes, create_redis_stores
-from stores.redis_support import HiredisConnection, HiredisSSLConnection
+from stores.redis.journal_mux import SHARD_JOURNALS
+from stores.redis.stores import PoolSizes, create_redis_stores
+from stores.redis.support import HiredisConnection, HiredisSSLConnection
 from tests.e2e_redis.support import RedisServer
 from tests.loop_timers import live_timers
 from tests.redis.conftest import REDIS_URL, TTL_S

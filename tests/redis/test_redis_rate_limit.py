@@ -11,8 +11,8 @@ from redis.backoff import NoBackoff
 
 from stores.base import StoreUnavailable
 from stores.rate_limit import RateLimit
-from stores.redis_keys import RedisKeys
-from stores.redis_rate_limit import RedisRateLimiter
+from stores.redis.keys import RedisKeys
+from stores.redis.rate_limit import RedisRateLimiter
 from tests.redis.conftest import keys_with_prefix
 
 pytestmark = pytest.mark.redis

@@ -13,8 +13,8 @@ from redis.backoff import NoBackoff
 
 from stores.base import StoreUnavailable, TaskQuery
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
-from stores.redis_keys import RedisKeys
-from stores.redis_stores import (
+from stores.redis.keys import RedisKeys
+from stores.redis.stores import (
     RedisCheckpointStore,
     RedisLeaseStore,
     RedisMessageStore,

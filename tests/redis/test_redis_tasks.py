@@ -30,11 +30,11 @@ from stores.models import (
     TaskState,
     TaskStatus,
 )
-from stores.redis_batch import CommandBatcher
-from stores.redis_keys import RedisKeys
-from stores.redis_stores import RedisCheckpointStore, RedisMessageStore
-from stores.redis_support import timestamp_ms
-from stores.redis_tasks import RedisTaskStore
+from stores.redis.batch import CommandBatcher
+from stores.redis.keys import RedisKeys
+from stores.redis.stores import RedisCheckpointStore, RedisMessageStore
+from stores.redis.support import timestamp_ms
+from stores.redis.tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
 pytestmark = pytest.mark.redis

@@ -14,7 +14,7 @@ from redis.asyncio import Redis
 
 from stores.base import CheckpointStore, LeaseStore, MessageStore, TaskStore
 from stores.memory import InMemoryStores
-from stores.redis_stores import (
+from stores.redis.stores import (
     RedisCheckpointStore,
     RedisLeaseStore,
     RedisMessageStore,

@@ -14,19 +14,17 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.agent import Agent
+from agent.context import TurnContext
 from agent.events import CheckpointReached
-from agent.hooks import (
-    Approval,
-    HookChain,
-    Hooks,
-    TurnContext,
-)
-from agent.llm import LLMRequest, LLMResponse
+from agent.hooks import Approval, HookChain, Hooks
+from agent.llm.base import LLMRequest, LLMResponse
 from agent.loop import AgentLoop
-from agent.publisher import TurnCheckpoint
-from agent.runner import TaskRunner
+from agent.runtime.publisher import TurnCheckpoint
+from agent.runtime.runner import TaskRunner
 from agent.state import LoopState
-from agent.tools import FunctionTool, Toolbox, ToolResult
+from agent.tools.base import ToolResult
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 from stores.base import Fence
 from stores.memory import (
     InMemoryCheckpointStore,

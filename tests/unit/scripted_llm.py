@@ -20,7 +20,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.events import Usage
-from agent.llm import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
 from stores.models import ToolCall
 
 
@@ -110,7 +110,7 @@ class UnexpectedLLMCall(AssertionError):
 
 
 class ScriptedLLM(LLMClient):
-    """Implements `agent.llm.LLMClient` by playing back `Step`s in order."""
+    """Implements `agent.llm.base.LLMClient` by playing back `Step`s in order."""
 
     def __init__(self, *steps: Step) -> None:
         self._steps: deque[Step] = deque(steps)

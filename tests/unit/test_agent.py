@@ -7,10 +7,11 @@ import asyncio
 import pytest
 
 from agent.agent import Agent, starts_on_boundary
+from agent.context import TurnContext
 from agent.events import CheckpointReached, MessagesCommitted, TurnCompleted, TurnFailed
-from agent.hooks import TurnContext
 from agent.loop import AgentLoop, to_llm_message
-from agent.tools import FunctionTool, Toolbox
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage, ToolCall
 

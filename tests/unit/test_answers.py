@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from agent.answers import Answer, AnswerRejected, read_answer
+from agent.runtime.answers import Answer, AnswerRejected, read_answer
 from agent.state import Awaiting
 from stores.models import Message, Part, Role, ToolCall
 

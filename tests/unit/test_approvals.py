@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from agent.answers import AnswerRejected
 from agent.events import (
     CheckpointReached,
     MessagesCommitted,
@@ -13,7 +12,8 @@ from agent.events import (
     TurnSuspended,
 )
 from agent.hooks import ApprovalRequired
-from agent.publisher import TurnCheckpoint
+from agent.runtime.answers import AnswerRejected
+from agent.runtime.publisher import TurnCheckpoint
 from agent.state import LoopState
 from stores.models import Message, Part, Role, TaskState
 

@@ -10,8 +10,11 @@ import pickle
 import pytest
 from starlette.datastructures import Headers
 
-import app.auth
-from app.auth import (
+import app.http.auth
+from app.a2a.card import build_card
+from app.call_context import ANONYMOUS_PRINCIPAL, Principal
+from app.errors import AuthenticationError
+from app.http.auth import (
     ApiKeys,
     AuthConfigurationError,
     Authenticator,
@@ -20,9 +23,6 @@ from app.auth import (
     check_configuration,
     is_loopback_host,
 )
-from app.call_context import ANONYMOUS_PRINCIPAL, Principal
-from app.card import build_card
-from app.errors import AuthenticationError
 from app.settings import Settings
 from tests.e2e.wire import assert_valid
 
@@ -80,7 +80,7 @@ def test_every_entry_is_compared_in_constant_time(monkeypatch: pytest.MonkeyPatc
         calls.append((a, b))
         return real_compare(a, b)
 
-    monkeypatch.setattr(app.auth.hmac, "compare_digest", recording_compare)
+    monkeypatch.setattr(app.http.auth.hmac, "compare_digest", recording_compare)
     keys = ApiKeys.parse(KEYS)
     assert keys.match(ALICE_KEY) is not None  # the first entry matches...
     assert len(calls) == 3  # ...and every entry is still compared

@@ -1,5 +1,5 @@
 """An SSE stream ends quietly when its client leaves: told by the server's connection
-(app.request_task) with no task of its own beside the request's, or, served by anything else,
+(app.http.request_task) with no task of its own beside the request's, or, served by anything else,
 by a task watching `receive()`. A cancel from elsewhere (shutdown) is not swallowed. (Through
 the real server: tests/unit/test_idle_stream_footprint.py and tests/e2e/test_admission.py.)"""
 
@@ -11,9 +11,9 @@ from typing import Any
 
 import pytest
 
-from app import request_task
-from app.metrics import Metrics
-from app.sse import JournalStream
+from app.a2a.sse import JournalStream
+from app.http import request_task
+from app.ops.metrics import Metrics
 from stores.models import JournalEntry
 
 

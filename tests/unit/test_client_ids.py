@@ -1,11 +1,11 @@
-"""app.operations.check_id: the rule for client-chosen ids (the e2e tests cover the wire)."""
+"""app.a2a.operations.check_id: the rule for client-chosen ids (the e2e tests cover the wire)."""
 
 from __future__ import annotations
 
 import pytest
 
+from app.a2a.operations import MAX_ID_LENGTH, check_id
 from app.errors import InvalidParamsError
-from app.operations import MAX_ID_LENGTH, check_id
 
 
 @pytest.mark.parametrize(

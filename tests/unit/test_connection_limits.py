@@ -12,8 +12,8 @@ from collections.abc import Iterator
 import pytest
 import uvicorn
 
-from app import connections
 from app.cli import server_config
+from app.http import connections
 from app.main import create_app
 from app.settings import Settings
 from tests.e2e.harness import free_port

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import pytest
 
-from agent.control_tools import ASK_USER, FINISH
 from agent.events import (
     CheckpointReached,
     MessagesCommitted,
@@ -16,6 +15,7 @@ from agent.events import (
 )
 from agent.loop import ANSWER_SEPARATOR
 from agent.state import LoopState
+from agent.tools.control import ASK_USER, FINISH
 
 from .engine_helpers import (
     USER,

@@ -2,8 +2,8 @@
 
 from __future__ import annotations
 
-from agent.demo_model import DemoModel, _named_call
-from agent.llm import LLMRequest, LLMResponse
+from agent.llm.base import LLMRequest, LLMResponse
+from agent.llm.demo import DemoModel, _named_call
 
 ADD = {
     "type": "function",

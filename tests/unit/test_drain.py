@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from app.drain import DRAINED, Drain
+from agent.runtime.drain import DRAINED, Drain
 from tests.fakes.parked_read import ParkedRead
 
 

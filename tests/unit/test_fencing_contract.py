@@ -20,7 +20,7 @@ from stores.base import (
 )
 from stores.codec import dump_event
 from stores.models import Task, TaskState
-from stores.redis_keys import RedisKeys
+from stores.redis.keys import RedisKeys
 
 from .backends import Backend, redis_backend
 from .test_store_contract import chunk_event, make_task, status_event, with_state

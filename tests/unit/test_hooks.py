@@ -22,9 +22,9 @@ from agent.hooks import (
     SupplyResult,
     load_hooks,
 )
-from agent.llm import LLMRequest
+from agent.llm.base import LLMRequest
 from agent.state import LoopState
-from agent.tools import ToolResult
+from agent.tools.base import ToolResult
 
 from . import engine_helpers
 from .engine_helpers import (

@@ -24,7 +24,7 @@ from starlette.responses import JSONResponse
 from starlette.routing import Route
 from starlette.types import Message
 
-from app.http_guard import HostPolicy, HttpGuard, default_allowed_hosts, guard, host_name
+from app.http.guard import HostPolicy, HttpGuard, default_allowed_hosts, guard, host_name
 from app.settings import Settings
 
 LIMIT = 1024

@@ -13,10 +13,10 @@ import pytest
 from cryptography.hazmat.primitives import serialization
 from starlette.datastructures import Headers
 
-from app.auth import Authenticator, build_authenticator
 from app.call_context import Principal
 from app.errors import AuthenticationError, AuthenticationUnavailableError
-from app.jwks import JwksCache, JwtVerifier
+from app.http.auth import Authenticator, build_authenticator
+from app.http.jwks import JwksCache, JwtVerifier
 from app.settings import Settings
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
 

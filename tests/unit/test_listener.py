@@ -1,4 +1,4 @@
-"""Connections that arrive together are accepted together (app.listener), on uvloop as served.
+"""Connections that arrive together are accepted together (app.http.listener), on uvloop as served.
 
 uvloop's own server accepts one connection per pass of the loop: 32 connections made while the
 loop was busy took 32 passes to be accepted, and under load each pass is milliseconds long. The
@@ -18,9 +18,9 @@ from collections.abc import Awaitable, Callable, Iterator
 import pytest
 import uvloop
 
-from app import listener
 from app.cli import DrainingServer, server_config
-from app.listener import BurstListener
+from app.http import listener
+from app.http.listener import BurstListener
 from app.main import create_app
 from app.settings import Settings
 from tests.e2e.harness import free_port
@@ -191,7 +191,7 @@ def test_out_of_descriptors_pauses_accepting_then_goes_on(
         client.close()
         taken.close()
 
-    with caplog.at_level(logging.ERROR, logger="app.listener"):
+    with caplog.at_level(logging.ERROR, logger="app.http.listener"):
         on_uvloop(test)
 
 

@@ -13,14 +13,14 @@ from typing import Any
 import httpx
 import pytest
 
-from app.logs import (
+from app.main import create_app, describe_stores
+from app.ops.logs import (
     JsonFormatter,
     TextFormatter,
     configure_logging,
     lines_written_at_once,
     lines_written_per_loop_pass,
 )
-from app.main import create_app, describe_stores
 from app.settings import Settings
 
 from .scripted_llm import ScriptedLLM, text

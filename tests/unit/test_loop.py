@@ -8,6 +8,7 @@ import time
 
 import pytest
 
+from agent.context import TurnContext
 from agent.events import (
     CheckpointReached,
     IterationStarted,
@@ -21,10 +22,10 @@ from agent.events import (
     TurnStarted,
     Usage,
 )
-from agent.hooks import TurnContext
 from agent.loop import ANSWER_SEPARATOR, AgentLoop
 from agent.state import LoopState
-from agent.tools import FunctionTool, Toolbox
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 from stores.models import ChatMessage
 
 from .scripted_llm import ScriptedLLM, Step, blocked, call, fail, text, tools, truncated

@@ -10,9 +10,9 @@ from prometheus_client import generate_latest
 from prometheus_client.parser import text_string_to_metric_families
 
 from agent.events import Usage
-from agent.supervisor import TurnSupervisor
+from agent.runtime.supervisor import TurnSupervisor
 from app.main import create_app
-from app.metrics import Metrics
+from app.ops.metrics import Metrics
 from app.settings import Settings
 from stores.base import StoreUnavailable
 from stores.models import TaskState

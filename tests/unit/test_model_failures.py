@@ -10,9 +10,9 @@ from typing import Any
 
 import pytest
 
-from agent import litellm_client
-from agent.litellm_client import LiteLLMClient, redact
-from agent.llm import LLMError, LLMRequest
+from agent.llm import litellm as litellm_client
+from agent.llm.base import LLMError, LLMRequest
+from agent.llm.litellm import LiteLLMClient, redact
 
 
 class ProviderError(Exception):
@@ -49,7 +49,7 @@ async def test_a_model_failure_reaches_the_client_classified_and_the_log_in_full
         yield  # pragma: no cover
 
     monkeypatch.setattr(client, "_stream_once", failing)
-    caplog.set_level(logging.WARNING, logger="agent.litellm_client")
+    caplog.set_level(logging.WARNING, logger="agent.llm.litellm")
     with pytest.raises(LLMError) as raised:
         async for _ in client.stream(LLMRequest(messages=[])):
             pass

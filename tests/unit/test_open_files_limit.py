@@ -9,7 +9,7 @@ from collections.abc import Iterator
 
 import pytest
 
-from app.connections import SPARE_DESCRIPTORS, raise_open_files_limit
+from app.http.connections import SPARE_DESCRIPTORS, raise_open_files_limit
 
 
 @pytest.fixture
@@ -43,7 +43,7 @@ def test_a_hard_limit_too_low_is_reached_and_named(
     hard = soft_limit_of_1024
     if hard == resource.RLIM_INFINITY:
         pytest.skip("no hard limit to reach")
-    with caplog.at_level(logging.WARNING, logger="app.connections"):
+    with caplog.at_level(logging.WARNING, logger="app.http.connections"):
         raise_open_files_limit(hard + 1000)
     assert resource.getrlimit(resource.RLIMIT_NOFILE) == (hard, hard)
     assert "lower A2A_MAX_CONNECTIONS" in caplog.text
@@ -56,7 +56,7 @@ def test_a_limit_the_system_refuses_to_raise_is_kept_and_named(
     def refuse(resource_id: int, limits: tuple[int, int]) -> None:
         raise ValueError("current limit exceeds maximum limit")  # as macOS says past its cap
 
-    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, "app.connections"):
+    with monkeypatch.context() as patched, caplog.at_level(logging.WARNING, "app.http.connections"):
         patched.setattr(resource, "setrlimit", refuse)
         raise_open_files_limit(2000)  # the server still starts
     assert resource.getrlimit(resource.RLIMIT_NOFILE)[0] == 1024

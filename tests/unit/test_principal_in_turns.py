@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 from fastapi import FastAPI
 
-from agent.hooks import Hooks, TurnContext
+from agent.context import TurnContext
+from agent.hooks import Hooks
 from app.main import create_app
 from app.settings import Settings
 

@@ -10,7 +10,7 @@ from collections.abc import AsyncIterator
 import pytest
 from fastapi import FastAPI
 
-from agent.admission import Overloaded
+from agent.runtime.admission import Overloaded
 from app.handler import RequestHandler, SendRequest
 from app.main import create_app
 from app.settings import Settings

@@ -10,7 +10,7 @@ from typing import Any
 import httpx
 import pytest
 
-from agent.scripted_model import ScriptedModel
+from agent.llm.scripted import ScriptedModel
 from app.main import create_app
 from app.settings import Settings
 from stores.memory import InMemoryPushConfigStore

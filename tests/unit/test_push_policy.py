@@ -4,8 +4,8 @@ from __future__ import annotations
 
 import pytest
 
+from app.a2a.operations import check_push_url
 from app.errors import InvalidParamsError
-from app.operations import check_push_url
 from app.push import push_policy
 from app.settings import Settings
 

@@ -12,7 +12,7 @@ from redis.asyncio import Redis
 from stores.base import PushConfigStore
 from stores.memory import InMemoryPushConfigStore
 from stores.models import PushAuthentication, PushConfig
-from stores.redis_push import RedisPushConfigStore
+from stores.redis.push import RedisPushConfigStore
 from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -15,10 +15,10 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from agent.admission import Overloaded
 from agent.agent import Agent
-from agent.runner import TaskRunner
-from agent.supervisor import TurnSupervisor
+from agent.runtime.admission import Overloaded
+from agent.runtime.runner import TaskRunner
+from agent.runtime.supervisor import TurnSupervisor
 from app.errors import UnsupportedOperationError
 from app.handler import RequestHandler, SendRequest
 from stores.base import LeaseStatus, StoreUnavailable, TaskQuery

@@ -1,4 +1,4 @@
-"""A task's first step taken at once (app.request_task): the coroutine runs as its task, in its
+"""A task's first step taken at once (app.http.request_task): the coroutine runs as its task, in its
 context, up to its first wait; the task then carries on from there as any other."""
 
 from __future__ import annotations
@@ -10,7 +10,7 @@ from typing import Any
 
 import pytest
 
-from app.request_task import start, take_first_step
+from app.http.request_task import start, take_first_step
 
 seen: contextvars.ContextVar[str] = contextvars.ContextVar("seen", default="unset")
 

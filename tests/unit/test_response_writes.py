@@ -13,10 +13,10 @@ import pytest
 import uvicorn
 from uvicorn.server import ServerState
 
-from agent.scripted_model import ScriptedModel
-from app import connections
+from agent.llm.scripted import ScriptedModel
 from app.cli import server_config
-from app.connections import HeadWithBody
+from app.http import connections
+from app.http.connections import HeadWithBody
 from app.main import create_app
 from app.settings import Settings
 

@@ -9,11 +9,11 @@ import pytest
 
 from agent import retry
 from agent.agent import Agent
+from agent.context import TurnContext
 from agent.events import TurnCompleted
-from agent.hooks import TurnContext
 from agent.loop import AgentLoop
 from agent.retry import persistently
-from agent.tools import Toolbox
+from agent.tools.toolbox import Toolbox
 from stores.base import StoreError, StoreUnavailable, TaskGone
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage

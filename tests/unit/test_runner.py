@@ -8,11 +8,12 @@ from collections.abc import AsyncIterator
 import pytest
 
 from agent.events import Usage
-from agent.llm import LLMClient, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import LLMClient, LLMRequest, LLMResponse, LLMText
 from agent.loop import ANSWER_SEPARATOR, AgentLoop
-from agent.publisher import ANSWER_ARTIFACT_NAME
-from agent.runner import TaskRunner
-from agent.tools import FunctionTool, Toolbox
+from agent.runtime.publisher import ANSWER_ARTIFACT_NAME
+from agent.runtime.runner import TaskRunner
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 from stores.models import (
     ArtifactUpdate,
     JournalEntry,

@@ -7,7 +7,7 @@ import asyncio
 import pytest
 
 from stores.base import StoreUnavailable
-from stores.shared_reads import SharedReads
+from stores.redis.shared_reads import SharedReads
 from tests.fakes.parked_read import ParkedRead
 
 

@@ -47,7 +47,7 @@ from stores.models import (
     ToolCall,
     event_state,
 )
-from stores.redis_stores import RedisCheckpointStore, RedisMessageStore, RedisTaskStore
+from stores.redis.stores import RedisCheckpointStore, RedisMessageStore, RedisTaskStore
 from tests.redis_cluster import cluster_stores_client
 
 

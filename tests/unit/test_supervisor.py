@@ -6,7 +6,7 @@ import asyncio
 
 import pytest
 
-from agent.supervisor import UNRECOVERABLE, TurnSupervisor
+from agent.runtime.supervisor import UNRECOVERABLE, TurnSupervisor
 from stores.base import LeaseStatus, TaskRef
 from stores.models import Role, TaskState
 

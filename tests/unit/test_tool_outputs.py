@@ -7,8 +7,9 @@ import json
 
 import pytest
 
-from agent.tool_outputs import DataResult, FileResult, split_output
-from agent.tools import FunctionTool, Toolbox
+from agent.tools.function import FunctionTool
+from agent.tools.outputs import DataResult, FileResult, split_output
+from agent.tools.toolbox import Toolbox
 from stores.models import ToolCall
 
 REPORT = b"%PDF" + b"x" * 12_000

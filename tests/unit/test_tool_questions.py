@@ -5,6 +5,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from agent.context import TurnContext
 from agent.events import (
     CheckpointReached,
     ToolCallFinished,
@@ -12,11 +13,12 @@ from agent.events import (
     TurnCompleted,
     TurnSuspended,
 )
-from agent.hooks import HookChain, TurnContext
+from agent.hooks import HookChain
 from agent.loop import AgentLoop
 from agent.state import LoopState
-from agent.tool_providers import ToolNeedsInput, ToolProvider, ToolSpec, report_progress
-from agent.tools import FunctionTool, Toolbox
+from agent.tools.base import ToolNeedsInput, ToolProvider, ToolSpec, report_progress
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 
 from .engine_helpers import USER, ToolLog, collect, of, tool_messages
 from .scripted_llm import ScriptedLLM, call, text, tools

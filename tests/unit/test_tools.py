@@ -10,8 +10,10 @@ import types
 import pytest
 from pydantic import ValidationError
 
-from agent.builtin_tools import text_stats
-from agent.tools import FunctionTool, Toolbox, ToolLoadError, load_tool_functions
+from agent.tools.base import ToolLoadError
+from agent.tools.builtin import text_stats
+from agent.tools.function import FunctionTool, load_tool_functions
+from agent.tools.toolbox import Toolbox
 from stores.models import ToolCall
 
 # --- schema derivation -----------------------------------------------------------------------
@@ -297,20 +299,20 @@ def tool_module(monkeypatch: pytest.MonkeyPatch) -> str:
 
 
 def test_load_a_function_by_reference() -> None:
-    (tool,) = load_tool_functions(["agent.builtin_tools:text_stats"])
+    (tool,) = load_tool_functions(["agent.tools.builtin:text_stats"])
     assert isinstance(tool, FunctionTool)
     assert tool.name == "text_stats"
     assert tool.function is text_stats
 
 
 def test_load_a_list_by_reference() -> None:
-    loaded = load_tool_functions(["agent.builtin_tools:BUILTIN_TOOLS"])
+    loaded = load_tool_functions(["agent.tools.builtin:BUILTIN_TOOLS"])
     assert [tool.name for tool in loaded] == ["text_stats"]
 
 
 def test_load_several_references_in_order(tool_module: str) -> None:
     loaded = load_tool_functions(
-        [f"{tool_module}:TOOLS", f"{tool_module}:TOOL_TUPLE", "agent.builtin_tools:text_stats"]
+        [f"{tool_module}:TOOLS", f"{tool_module}:TOOL_TUPLE", "agent.tools.builtin:text_stats"]
     )
     assert [tool.name for tool in loaded] == ["good_one", "good_two", "good_two", "text_stats"]
 
@@ -321,7 +323,7 @@ def test_load_nothing() -> None:
 
 @pytest.mark.parametrize(
     "reference",
-    ["agent.builtin_tools", "agent.builtin_tools:", ":text_stats", "", "text_stats"],
+    ["agent.tools.builtin", "agent.tools.builtin:", ":text_stats", "", "text_stats"],
 )
 def test_malformed_reference_is_a_tool_load_error(reference: str) -> None:
     with pytest.raises(ToolLoadError, match="module:attribute"):
@@ -332,7 +334,7 @@ def test_malformed_reference_is_a_tool_load_error(reference: str) -> None:
     "reference",
     [
         "no_such_module_for_tests_xyz:tool",
-        "agent.builtin_tools:no_such_tool",
+        "agent.tools.builtin:no_such_tool",
         "agent.no_such_submodule:f",
     ],
 )

@@ -9,8 +9,8 @@ import asyncio
 import httpx
 import pytest
 
-from agent import turn_gate
-from agent.turn_gate import RUNNING_TURN_SLICES, TurnGate
+from agent.runtime import turn_gate
+from agent.runtime.turn_gate import RUNNING_TURN_SLICES, TurnGate
 from app.main import create_app
 from app.settings import Settings
 

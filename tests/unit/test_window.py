@@ -12,11 +12,12 @@ from typing import Any
 import pytest
 
 from agent.agent import Agent, starts_on_boundary
+from agent.context import TurnContext
 from agent.events import TurnCompleted
-from agent.hooks import TurnContext
 from agent.loop import AgentLoop, to_llm_message
 from agent.state import LoopState
-from agent.tools import FunctionTool, Toolbox
+from agent.tools.function import FunctionTool
+from agent.tools.toolbox import Toolbox
 from agent.window import fit_to_window, output_reserve
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage, ToolCall

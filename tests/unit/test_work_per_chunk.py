@@ -19,7 +19,7 @@ import httpx
 import pytest
 from pydantic import BaseModel, TypeAdapter
 
-from agent.scripted_model import ScriptedModel
+from agent.llm.scripted import ScriptedModel
 from app.main import create_app
 from app.settings import Settings
 from stores.codec import ArtifactChunks

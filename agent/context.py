@@ -1,0 +1,21 @@
+"""TurnContext: who and what a turn is for, handed to hooks, tools and the model client."""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from opentelemetry.context import Context
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TurnContext:
+    owner: str
+    context_id: str
+    task_id: str
+    trace: Context | None = field(default=None, compare=False)
+    """The turn's trace context (its `agent.turn` span), parent of the turn's other spans."""
+    message_id: str | None = None
+    """The id of the client's message that started (or resumed) the turn."""
+    call_depth: int = 0
+    """How many agents deep this turn runs: 0 for a client's message; an agent calling another
+    agent sends its own depth + 1 (message metadata `a2aCallDepth`)."""

@@ -1,0 +1,74 @@
+"""The model interface the loop talks to. Adapters: LiteLLM (real models), the offline demo."""
+
+from __future__ import annotations
+
+from abc import ABC, abstractmethod
+from collections.abc import AsyncIterator
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Any
+
+from agent.events import Usage
+from stores.models import ToolCall
+
+if TYPE_CHECKING:
+    from agent.context import TurnContext
+
+
+class LLMError(Exception):
+    """The model call failed; `transient` errors were already retried by the adapter.
+
+    The message is what the client sees in the task's status: a short classified text, never
+    the provider's own (which the adapter logs).
+    """
+
+    def __init__(self, message: str, *, transient: bool = False) -> None:
+        super().__init__(message)
+        self.transient = transient
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMRequest:
+    messages: list[dict[str, Any]]
+    tools: list[dict[str, Any]] = field(default_factory=list)
+    turn: TurnContext | None = field(default=None, compare=False)
+    """The turn the call belongs to (task, context, owner, the message that started it), for
+    models that route or script on it; adapters of real models ignore it."""
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMText:
+    """A streamed chunk of assistant text."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class LLMResponse:
+    """The complete response, yielded last."""
+
+    content: str
+    tool_calls: list[ToolCall]
+    finish_reason: str | None
+    usage: Usage
+
+
+class LLMClient(ABC):
+    """A model: streams one response, text chunks as they come, then the whole response.
+
+    Only `stream` is required; the rest have defaults a real adapter overrides.
+    """
+
+    @abstractmethod
+    def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]: ...
+
+    async def warm_up(self) -> None:
+        """Load what the first call would (off the request path); ready when it returns."""
+        return None
+
+    def context_window(self) -> int | None:
+        """The model's input window in tokens, when known (the history is fitted to it)."""
+        return None
+
+    def count_tokens(self, messages: list[dict[str, Any]]) -> int:
+        """Tokens the messages take in this model's count (used only with a known window)."""
+        return sum(len(str(message.get("content") or "")) // 4 + 4 for message in messages)

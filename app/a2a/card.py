@@ -1,0 +1,222 @@
+"""The agent card, served at /.well-known/agent-card.json with HTTP caching headers.
+
+The card's URL (every interface's `url`) is A2A_PUBLIC_URL when set. Unset, it is the URL the
+request was sent to: its scheme and `Host` (or, for a request without `Host`, the address of
+the socket it arrived on, never a wildcard bind address); with A2A_TRUST_FORWARDED=true, a
+reverse proxy's `X-Forwarded-Proto`, `X-Forwarded-Host` and `X-Forwarded-Prefix` replace them.
+Each URL gets its own body and ETag, and the response varies on the headers that chose it.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import json
+import re
+from collections import OrderedDict
+from collections.abc import Iterable
+from datetime import UTC, datetime
+from email.utils import format_datetime
+from importlib.metadata import PackageNotFoundError, version
+from typing import Any
+
+from starlette.requests import Request
+from starlette.responses import Response
+
+from agent.tools.base import ToolSpec
+from agent.tools.toolbox import Toolbox
+from app.a2a.jsonrpc import requested_generation
+from app.a2a.v0_3.card import with_v03_fields
+from app.handler import SUPPORTED_INPUT_MODES
+from app.http.auth import card_security
+from app.settings import Settings
+
+DEMO_NOTE = (
+    " [Demo: this server runs the built-in offline demo model; set LLM_MODEL to use a real one.]"
+)
+
+
+def package_version() -> str:
+    try:
+        return version("a2a-agent-server")
+    except PackageNotFoundError:
+        return "0.0.0"
+
+
+# A `Host` (or `X-Forwarded-Host`) value that can go into a URL: a name or an IPv4 address, or
+# a bracketed IPv6 address, and an optional port. Anything else is ignored.
+_HOST = re.compile(
+    r"^(?:[a-z0-9](?:[a-z0-9-]*[a-z0-9])?(?:\.[a-z0-9](?:[a-z0-9-]*[a-z0-9])?)*\.?"
+    r"|\[[0-9a-f:.]+\])(?::[0-9]{1,5})?$"
+)
+_PREFIX = re.compile(r"^(?:/[A-Za-z0-9._~!$&'()*+,;=:@%-]+)+/?$")
+FORWARDED_HEADERS = ("x-forwarded-proto", "x-forwarded-host", "x-forwarded-prefix")
+
+
+def _first(value: str | None) -> str:
+    """The first entry of a header a chain of proxies may have appended to (`a, b`)."""
+    return (value or "").split(",", 1)[0].strip()
+
+
+def request_base_url(request: Request, *, trust_forwarded: bool) -> str:
+    """The base URL the client used to reach this server, without a trailing slash."""
+    headers = request.headers
+    scheme = request.scope.get("scheme", "http")  # what `request.url` builds its URL from
+    scheme = scheme if scheme in ("http", "https") else "http"
+    host = _first(headers.get("host")).lower()
+    prefix = request.scope.get("root_path", "") or ""
+    if trust_forwarded:
+        proto = _first(headers.get("x-forwarded-proto")).lower()
+        if proto in ("http", "https"):
+            scheme = proto
+        forwarded_host = _first(headers.get("x-forwarded-host")).lower()
+        if _HOST.match(forwarded_host):
+            host = forwarded_host
+        forwarded_prefix = _first(headers.get("x-forwarded-prefix"))
+        if _PREFIX.match(forwarded_prefix):
+            prefix = forwarded_prefix + prefix
+    if not _HOST.match(host):
+        # No usable `Host` (HTTP/1.0): the address the connection arrived on, which is a real
+        # interface address even when the server is bound to a wildcard one.
+        server = request.scope.get("server") or ("localhost", None)
+        address, port = server
+        host = f"[{address}]" if ":" in address else address
+        if port and port != {"http": 80, "https": 443}[scheme]:
+            host = f"{host}:{port}"
+    return f"{scheme}://{host}{prefix}".rstrip("/")
+
+
+def card_base_url(settings: Settings, request: Request) -> str:
+    """The base URL the card names for this request: A2A_PUBLIC_URL, else the request's."""
+    return settings.public_url or request_base_url(
+        request, trust_forwarded=settings.a2a_trust_forwarded
+    )
+
+
+def build_card(
+    settings: Settings, tools: Iterable[ToolSpec], *, url: str, with_v03: bool = True
+) -> dict[str, Any]:
+    """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's); with
+    the 0.3 members beside the 1.0 ones unless `with_v03` is false."""
+    description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
+    skills = [
+        {
+            "id": "conversation",
+            "name": "Conversation",
+            "description": "Multi-turn conversation: messages with the same contextId continue it.",
+            "tags": ["chat", "multi-turn"],
+            "examples": ["What can you do?"],
+        }
+    ] + [
+        {
+            "id": f"tool-{tool.name}",
+            "name": tool.name,
+            "description": tool.description,
+            "tags": ["tool"],
+        }
+        for tool in tools
+    ]
+    card = {
+        "name": settings.agent_name,
+        "description": description,
+        "version": package_version(),
+        # 1.0 interfaces first: clients that take the first interface of a binding get 1.0.
+        "supportedInterfaces": [
+            {"url": url, "protocolBinding": binding, "protocolVersion": version}
+            for version in ("1.0", "0.3")
+            for binding in ("JSONRPC", "HTTP+JSON")
+        ],
+        "capabilities": {
+            "streaming": True,
+            "pushNotifications": settings.a2a_push_notifications,
+            "extendedAgentCard": settings.extended_card is not None,
+        },
+        "defaultInputModes": list(SUPPORTED_INPUT_MODES),
+        "defaultOutputModes": ["text/plain"],
+        "skills": skills,
+        # The schemes enforced, so a client knows how to authenticate (empty when none is).
+        **card_security(settings),
+    }
+    return with_v03_fields(card, url=url) if with_v03 else card
+
+
+def build_extended_card(
+    settings: Settings, tools: Iterable[ToolSpec], url: str, with_v03: bool = True
+) -> dict[str, Any] | None:
+    """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
+    it, its skills added to the public ones; None when no extended card is configured."""
+    fields = settings.extended_card
+    if fields is None:
+        return None
+    card = build_card(settings, tools, url=url, with_v03=with_v03)
+    extra_skills = fields.get("skills")
+    extended = card | {key: value for key, value in fields.items() if key != "skills"}
+    if isinstance(extra_skills, list):
+        extended["skills"] = card["skills"] + extra_skills
+    return extended
+
+
+class AgentCardEndpoint:
+    """Serves the card with an ETag, Last-Modified and a max-age, answering 304 when fresh.
+
+    With a fixed public URL there is one card. Otherwise there is one per base URL the requests
+    name: each has its own body and ETag (a card cached for one URL is never revalidated as
+    another's), and the response says `Vary` on the headers that chose the URL. The last
+    `MAX_CACHED` of them are kept; others are built again (a few microseconds).
+
+    A request that says `A2A-Version: 1.x` gets the 1.0 card alone: a strict 1.0 validator (the
+    TCK's) refuses the 0.3 members. Without the header (0.3 clients send none; the spec reads an
+    empty version as 0.3) the card carries both generations' members, unless A2A_CARD_V03=false.
+    """
+
+    MAX_CACHED = 64
+
+    def __init__(self, settings: Settings, toolbox: Toolbox, *, max_age_s: int = 300) -> None:
+        self._settings = settings
+        self._toolbox = toolbox
+        self._fixed_url = settings.public_url
+        self._trust_forwarded = settings.a2a_trust_forwarded
+        self._last_modified = format_datetime(datetime.now(UTC).replace(microsecond=0), usegmt=True)
+        self._cache_control = f"public, max-age={max_age_s}"
+        vary = [
+            "A2A-Version",
+            "Host",
+            *(
+                ("X-Forwarded-Proto", "X-Forwarded-Host", "X-Forwarded-Prefix")
+                if self._trust_forwarded
+                else ()
+            ),
+        ]
+        self._vary = "A2A-Version" if self._fixed_url else ", ".join(vary)
+        self._cards: OrderedDict[tuple[str, bool, int], tuple[bytes, dict[str, str]]] = (
+            OrderedDict()
+        )
+
+    def _card(self, url: str, *, with_v03: bool) -> tuple[bytes, dict[str, str]]:
+        # The tools' version is in the key: a source whose list changed changes the skills.
+        key = (url, with_v03, self._toolbox.version)
+        cached = self._cards.get(key)
+        if cached is not None:
+            self._cards.move_to_end(key)
+            return cached
+        card = build_card(self._settings, self._toolbox.specs, url=url, with_v03=with_v03)
+        body = json.dumps(card, separators=(",", ":")).encode()
+        headers = {
+            "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
+            "Last-Modified": self._last_modified,
+            "Cache-Control": self._cache_control,
+        }
+        headers["Vary"] = self._vary
+        self._cards[key] = (body, headers)
+        if len(self._cards) > self.MAX_CACHED:
+            self._cards.popitem(last=False)
+        return body, headers
+
+    async def __call__(self, request: Request) -> Response:
+        url = card_base_url(self._settings, request)
+        version = request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+        asks_for_v1 = version is not None and requested_generation(version) == "1.0"
+        with_v03 = self._settings.a2a_card_v03 and not asks_for_v1
+        body, headers = self._card(url, with_v03=with_v03)
+        if request.headers.get("if-none-match") == headers["ETag"]:
+            return Response(status_code=304, headers=headers)
+        return Response(body, media_type="application/json", headers=headers)

@@ -1,0 +1,295 @@
+"""The JSON-RPC 2.0 binding of A2A 1.0 at `POST /`.
+
+Every outcome is HTTP 200 with a JSON-RPC response (or an SSE stream of them); failures are
+JSON-RPC errors, never a 500 with a stack trace. A notification (a request object without an
+"id" member) is run for its effect and answered with an empty HTTP 204, as JSON-RPC wants no
+response to it, not even an error.
+"""
+
+from __future__ import annotations
+
+import functools
+import logging
+from collections.abc import Awaitable, Callable
+from typing import Any
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from app.a2a.binding import Binding
+from app.a2a.json_body import check_depth, check_json_media_type, parse_json, render_json
+from app.a2a.operations import JsonObject
+from app.a2a.sse import JournalStream, frame
+from app.a2a.v0_3.jsonrpc import v03_methods
+from app.a2a.wire import render_entry
+from app.call_context import CallContext
+from app.errors import (
+    EDGE_ERRORS,
+    A2AError,
+    InvalidParamsError,
+    InvalidRequestError,
+    JSONParseError,
+    MethodNotFoundError,
+    VersionNotSupportedError,
+    as_a2a_error,
+)
+from app.ops.metrics import RequestRecord
+from stores.models import JournalEntry
+
+logger = logging.getLogger(__name__)
+
+JsonId = str | int | None
+Method = Callable[[JsonObject, JsonId, CallContext], Awaitable[Response]]
+
+# A notification gets no answer, so a streaming method runs as its one-shot form (same effect: the
+# task is started, or looked up), and a send does not wait for the task to settle.
+_NOTIFIED_AS = {"SendStreamingMessage": "SendMessage", "SubscribeToTask": "GetTask"}
+
+
+def generation_of(method_name: str) -> str:
+    """0.3 methods are `category/action`; 1.0 methods are PascalCase."""
+    return "0.3" if "/" in method_name else "1.0"
+
+
+def error_payload(request_id: JsonId, error: A2AError) -> JsonObject:
+    return {
+        "jsonrpc": "2.0",
+        "id": request_id,
+        "error": {"code": error.code, "message": error.message, "data": error.details()},
+    }
+
+
+SERVED_VERSIONS = ("1.0", "0.3")
+
+
+def requested_generation(version: str) -> str | None:
+    """The generation we serve for an `A2A-Version` value (`1.2` is served as 1.0), or None."""
+    major, _, minor = version.strip().partition(".")
+    if major == "1":
+        return "1.0"
+    if major == "0" and minor.split(".")[0] == "3":
+        return "0.3"
+    return None
+
+
+def check_version(request: Request, generation: str = "1.0") -> None:
+    """A2A-Version, when present, must name the generation of the method or route called: a
+    0.3 method (`message/send`, `/v1/...`) under `1.0`, or the reverse, is a version this
+    method does not serve (-32009). Absent, the method's own generation is used (0.3 clients
+    send no header; a 1.0 name without it is served leniently as 1.0)."""
+    version = request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+    if not version:
+        return
+    requested = requested_generation(version)
+    if requested is None:
+        raise VersionNotSupportedError(
+            f"A2A version {version!r} is not supported; this agent speaks "
+            + " and ".join(SERVED_VERSIONS),
+            requestedVersion=version,
+        )
+    if requested != generation:
+        raise VersionNotSupportedError(
+            f"A2A-Version {version!r} was requested, but this method is A2A {generation}",
+            requestedVersion=version,
+        )
+
+
+def _request_id(payload: JsonObject) -> JsonId:
+    """The id to answer with: the request's own when it is a valid one, else null."""
+    request_id = payload.get("id")
+    valid = isinstance(request_id, str | int) and not isinstance(request_id, bool)
+    return request_id if valid else None
+
+
+def _task_id_of(params: JsonObject) -> str | None:
+    """The task a request names, when it names one (for its log line)."""
+    message = params.get("message")
+    task_id = params.get("id") or (message.get("taskId") if isinstance(message, dict) else None)
+    return task_id if isinstance(task_id, str) else None
+
+
+def _is_notification(payload: JsonObject) -> bool:
+    """A well-formed 1.0 request object with no "id" member (`"id": null` is a request).
+
+    A 0.3 method (`category/action`) without an id is answered all the same, with id null: that
+    is what 0.3 servers (a2a-python's) do and what 0.3 clients and the 0.3 TCK expect.
+    """
+    method = payload.get("method")
+    return (
+        "id" not in payload
+        and payload.get("jsonrpc") == "2.0"
+        and isinstance(method, str)
+        and generation_of(method) == "1.0"
+    )
+
+
+def _response(
+    payload: JsonObject, headers: dict[str, str] | None = None, status_code: int = 200
+) -> Response:
+    return Response(
+        render_json(payload), status_code, media_type="application/json", headers=headers
+    )
+
+
+class JsonRpcBinding(Binding):
+    @functools.cached_property
+    def _methods(self) -> dict[str, Method]:
+        """Both generations' methods on the one endpoint: 1.0's PascalCase, 0.3's slashes."""
+        operations = self._operations
+        return {
+            "SendMessage": self._send_message,
+            "SendStreamingMessage": self._send_streaming_message,
+            "GetTask": self._unary(operations.get_task),
+            "ListTasks": self._unary(operations.list_tasks),
+            "CancelTask": self._unary(operations.cancel_task),
+            "SubscribeToTask": self._subscribe_to_task,
+            "CreateTaskPushNotificationConfig": self._unary(operations.create_push_config),
+            "GetTaskPushNotificationConfig": self._unary(operations.get_push_config),
+            "ListTaskPushNotificationConfigs": self._unary(operations.list_push_configs),
+            "DeleteTaskPushNotificationConfig": self._unary(operations.delete_push_config),
+            "GetExtendedAgentCard": self._unary(operations.extended_card),
+            **v03_methods(operations, self._result, self._stream),
+        }
+
+    async def __call__(self, request: Request) -> Response:
+        with self._metrics.request("jsonrpc") as record:
+            return await self._serve(request, record)
+
+    async def _serve(self, request: Request, record: RequestRecord) -> Response:
+        try:
+            body = await request.body()
+        except ClientDisconnect:
+            logger.debug("JSON-RPC request | the client went away before its request arrived")
+            return Response(status_code=400)  # nobody reads it
+        request_id: JsonId = None
+        notification = False
+        try:
+            check_json_media_type(request.headers.get("content-type", ""))
+            # The id is read before the caller is authenticated, so that even a 401 answers
+            # the request it refuses; nothing else of the body is acted on until then.
+            parse_error: JSONParseError | None = None
+            payload: Any = None
+            try:
+                payload = parse_json(body)
+            except JSONParseError as exc:
+                parse_error = exc
+            if isinstance(payload, dict):
+                request_id = _request_id(payload)
+            context = await self._edge.context(request)
+            record.owner = context.owner
+            if parse_error is not None:
+                raise parse_error
+            notification = isinstance(payload, dict) and _is_notification(payload)
+            check_depth(payload, limit=self._max_json_depth, text=body)
+            name, method, params = self._envelope(payload)
+            record.method, record.task_id = name, _task_id_of(params)
+            check_version(request, generation_of(name))
+            if notification:
+                await self._notify(name, params, context)
+                return Response(status_code=204)
+            return await method(params, request_id, context)
+        except Exception as exc:
+            error = as_a2a_error(exc, where="JSON-RPC request")
+            record.outcome = error.reason
+            if isinstance(exc, A2AError):
+                logger.debug(
+                    "JSON-RPC request | refused: code=<%s> | %s", error.code, error.message
+                )
+            if notification:
+                return Response(status_code=204)
+            # Headers too: an overload's Retry-After is worth as much on JSON-RPC as on REST;
+            # and a refusal at the edge (401, 415, 429) keeps its HTTP status.
+            status_code = error.http_status if isinstance(error, EDGE_ERRORS) else 200
+            return _response(error_payload(request_id, error), error.http_headers(), status_code)
+
+    async def _notify(self, name: str, params: JsonObject, context: CallContext) -> None:
+        """Run a notification for its effect; its result (or stream) goes nowhere."""
+        name = _NOTIFIED_AS.get(name, name)
+        configuration = params.get("configuration")
+        if name == "SendMessage" and isinstance(configuration, dict | None):
+            configuration = {
+                key: value
+                for key, value in (configuration or {}).items()
+                if key not in ("returnImmediately", "return_immediately")
+            }
+            params = {**params, "configuration": {**configuration, "returnImmediately": True}}
+        await self._methods[name](params, None, context)
+
+    def _envelope(self, payload: Any) -> tuple[str, Method, JsonObject]:
+        if isinstance(payload, list):
+            raise InvalidRequestError("Batch requests are not supported")
+        if not isinstance(payload, dict):
+            raise InvalidRequestError("A JSON-RPC request must be a JSON object")
+        if payload.get("jsonrpc") != "2.0":
+            raise InvalidRequestError('"jsonrpc" must be "2.0"')
+        request_id = payload.get("id")
+        if isinstance(request_id, bool) or not isinstance(request_id, str | int | None):
+            raise InvalidRequestError('"id" must be a string, a number or null')
+        method_name = payload.get("method")
+        if not isinstance(method_name, str):
+            raise InvalidRequestError('"method" must be a string')
+        method = self._methods.get(method_name)
+        if method is None:
+            raise MethodNotFoundError(f"Method {method_name!r} not found", method=method_name)
+        params = payload.get("params")
+        if params is None:
+            params = {}
+        if not isinstance(params, dict):
+            raise InvalidParamsError('"params" must be an object')
+        return method_name, method, params
+
+    def _unary(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+        """A method with one JSON result: params in, the operation's result out."""
+
+        async def method(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:
+            return self._result(request_id, await operation(params, context=context))
+
+        return method
+
+    @staticmethod
+    def _result(request_id: JsonId, result: Any) -> Response:
+        return _response({"jsonrpc": "2.0", "id": request_id, "result": result})
+
+    async def _send_message(
+        self, params: JsonObject, request_id: JsonId, context: CallContext
+    ) -> Response:
+        result = await self._operations.send_message(params, context=context)
+        return self._result(request_id, result)
+
+    async def _send_streaming_message(
+        self, params: JsonObject, request_id: JsonId, context: CallContext
+    ) -> Response:
+        entries = await self._operations.stream_message(params, context=context)
+        return self._stream(request_id, entries, render_entry)
+
+    async def _subscribe_to_task(
+        self, params: JsonObject, request_id: JsonId, context: CallContext
+    ) -> Response:
+        entries = await self._operations.subscribe(params, context=context)
+        return self._stream(request_id, entries, render_entry)
+
+    def _stream(
+        self, request_id: JsonId, entries: Any, render: Callable[[JournalEntry], bytes]
+    ) -> Response:
+        frames = _ResponseFrames(request_id, render)
+        return JournalStream(
+            entries, render=frames.result, render_error=frames.error, metrics=self._metrics
+        )
+
+
+class _ResponseFrames:
+    """A stream's events as JSON-RPC responses to the request that opened it. An object with
+    slots rather than two closures: each open stream holds one."""
+
+    __slots__ = ("_head", "_render", "_request_id")
+
+    def __init__(self, request_id: JsonId, render: Callable[[JournalEntry], bytes]) -> None:
+        self._request_id = request_id
+        self._head = b'{"jsonrpc":"2.0","id":' + render_json(request_id) + b',"result":'
+        self._render = render
+
+    def result(self, entry: JournalEntry) -> bytes:
+        return self._head + self._render(entry) + b"}"
+
+    def error(self, error: A2AError) -> bytes:
+        return frame(render_json(error_payload(self._request_id, error)))

@@ -1,0 +1,264 @@
+"""The OpenAPI document of the HTTP surface, built from the same models the bindings use.
+
+`python -m app.a2a.openapi > openapi/openapi.json` writes it; a test keeps the file equal to this.
+"""
+
+from __future__ import annotations
+
+import json
+from typing import Any
+
+from pydantic.json_schema import models_json_schema
+
+from app.a2a.card import package_version
+from app.a2a.rest import LIST_QUERY
+from app.a2a.wire import ListTasksParams, SendMessageParams, TaskIdParams
+from stores.models import ArtifactUpdate, StatusUpdate, Task
+
+_REF = "#/components/schemas/{model}"
+
+
+def _ref(name: str) -> dict[str, str]:
+    return {"$ref": _REF.format(model=name)}
+
+
+def _param(name: str, where: str, kind: str) -> dict[str, Any]:
+    return {"name": name, "in": where, "schema": {"type": kind}}
+
+
+def _json_body(name: str) -> dict[str, Any]:
+    return {"required": True, "content": {"application/json": {"schema": _ref(name)}}}
+
+
+def _ok(schema: dict[str, Any], media_type: str = "application/json") -> dict[str, Any]:
+    return {"200": {"description": "OK", "content": {media_type: {"schema": schema}}}}
+
+
+_ERROR = {
+    "description": "AIP-193 error body",
+    "content": {"application/json": {"schema": _ref("Error")}},
+}
+_SSE = {"type": "string", "description": "Server-sent events; each `data:` is one StreamResponse."}
+
+
+def _v03_paths(task_id: list[dict[str, Any]], errors: dict[str, Any]) -> dict[str, Any]:
+    """The A2A 0.3 HTTP+JSON routes: ProtoJSON of the 0.3 proto (see docs/protocol.md)."""
+    body = {"required": True, "content": {"application/json": {"schema": {"type": "object"}}}}
+    v03 = {"type": "object", "description": "ProtoJSON of the A2A 0.3 proto"}
+    return {
+        "/v1/message:send": {
+            "post": {
+                "summary": "A2A 0.3: send a message (SendMessageRequest -> SendMessageResponse)",
+                "requestBody": body,
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/message:stream": {
+            "post": {
+                "summary": "A2A 0.3: send a message and stream the task's events",
+                "requestBody": body,
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+        },
+        "/v1/tasks/{id}": {
+            "get": {
+                "summary": "A2A 0.3: get a task",
+                "parameters": [
+                    *task_id,
+                    {"name": "historyLength", "in": "query", "schema": {"type": "integer"}},
+                ],
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/tasks/{id}:cancel": {
+            "post": {
+                "summary": "A2A 0.3: cancel a task",
+                "parameters": task_id,
+                "responses": {**_ok(v03), **errors},
+            }
+        },
+        "/v1/tasks/{id}:subscribe": {
+            method: {
+                "summary": "A2A 0.3: stream a task's events",
+                "parameters": task_id,
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+            for method in ("get", "post")
+        },
+        "/v1/card": {
+            "get": {
+                "summary": "A2A 0.3: the authenticated extended card",
+                "responses": {**_ok({"type": "object"}), "400": _ERROR, "401": _ERROR},
+            }
+        },
+    }
+
+
+def build_openapi() -> dict[str, Any]:
+    _, definitions = models_json_schema(
+        [(model, "validation") for model in (SendMessageParams, TaskIdParams, ListTasksParams)]
+        + [(model, "serialization") for model in (Task, StatusUpdate, ArtifactUpdate)],
+        by_alias=True,
+        ref_template=_REF,
+    )
+    schemas: dict[str, Any] = definitions["$defs"]
+    schemas["Error"] = {
+        "type": "object",
+        "properties": {
+            "error": {
+                "type": "object",
+                "properties": {
+                    "code": {"type": "integer"},
+                    "status": {"type": "string"},
+                    "message": {"type": "string"},
+                    "details": {"type": "array", "items": {"type": "object"}},
+                },
+            }
+        },
+    }
+    task_id = [{"name": "id", "in": "path", "required": True, "schema": {"type": "string"}}]
+    errors = {"400": _ERROR, "404": _ERROR, "415": _ERROR, "503": _ERROR}
+    paths: dict[str, Any] = {
+        "/": {
+            "post": {
+                "summary": "A2A JSON-RPC 2.0 endpoint: the 1.0 methods (SendMessage,"
+                " SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, ...) and"
+                " the 0.3 ones (message/send, message/stream, tasks/get, tasks/cancel,"
+                " tasks/resubscribe, ...)",
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": {
+                    "200": {
+                        "description": "A JSON-RPC response, or an SSE stream of them",
+                        "content": {
+                            "application/json": {"schema": {"type": "object"}},
+                            "text/event-stream": {"schema": _SSE},
+                        },
+                    }
+                },
+            }
+        },
+        "/message:send": {
+            "post": {
+                "summary": "Send a message; wait for the task to settle unless returnImmediately",
+                "requestBody": _json_body("SendMessageParams"),
+                "responses": {
+                    **_ok({"type": "object", "properties": {"task": _ref("Task")}}),
+                    **errors,
+                },
+            }
+        },
+        "/message:stream": {
+            "post": {
+                "summary": "Send a message and stream the task's events",
+                "requestBody": _json_body("SendMessageParams"),
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+        },
+        "/tasks": {
+            "get": {
+                "summary": "List tasks, newest status first",
+                "parameters": [
+                    {"name": name, "in": "query", "required": False, "schema": {"type": "string"}}
+                    for name in LIST_QUERY
+                ],
+                "responses": {**_ok({"type": "object"}), **errors},
+            }
+        },
+        "/tasks/{id}": {
+            "get": {
+                "summary": "Get a task",
+                "parameters": [
+                    *task_id,
+                    {"name": "historyLength", "in": "query", "schema": {"type": "integer"}},
+                ],
+                "responses": {**_ok(_ref("Task")), **errors},
+            }
+        },
+        "/tasks/{id}:cancel": {
+            "post": {
+                "summary": "Cancel a task",
+                "parameters": task_id,
+                "responses": {**_ok(_ref("Task")), **errors},
+            }
+        },
+        "/tasks/{id}:subscribe": {
+            method: {
+                "summary": "Stream a task's events: the task, or the events after Last-Event-ID",
+                "parameters": [
+                    *task_id,
+                    {"name": "Last-Event-ID", "in": "header", "schema": {"type": "string"}},
+                ],
+                "responses": {**_ok(_SSE, "text/event-stream"), **errors},
+            }
+            for method in ("get", "post")
+        },
+        "/tasks/{id}/pushNotificationConfigs": {
+            "get": {
+                "summary": "List the task's webhooks (push-notification configs)",
+                "parameters": task_id,
+                "responses": {**_ok({"type": "object"}), **errors},
+            },
+            "post": {
+                "summary": "Register a webhook for the task (TaskPushNotificationConfig)",
+                "parameters": task_id,
+                "requestBody": {
+                    "required": True,
+                    "content": {"application/json": {"schema": {"type": "object"}}},
+                },
+                "responses": {**_ok({"type": "object"}), **errors},
+            },
+        },
+        "/tasks/{id}/pushNotificationConfigs/{configId}": {
+            method: {
+                "summary": summary,
+                "parameters": [
+                    *task_id,
+                    {
+                        "name": "configId",
+                        "in": "path",
+                        "required": True,
+                        "schema": {"type": "string"},
+                    },
+                ],
+                "responses": {**_ok({"type": "object"}), **errors},
+            }
+            for method, summary in (
+                ("get", "Get one of the task's webhooks"),
+                ("delete", "Remove one of the task's webhooks (idempotent)"),
+            )
+        },
+        "/extendedAgentCard": {
+            "get": {
+                "summary": "The extended agent card (A2A_EXTENDED_CARD; 400 when there is none)",
+                "responses": {**_ok({"type": "object"}), "400": _ERROR, "401": _ERROR},
+            }
+        },
+        **_v03_paths(task_id, errors),
+        "/.well-known/agent-card.json": {
+            "get": {"summary": "The agent card", "responses": _ok({"type": "object"})}
+        },
+        "/healthz": {"get": {"summary": "The process is up", "responses": _ok({"type": "object"})}},
+        "/readyz": {
+            "get": {
+                "summary": "The stores answer and the model adapter is loaded",
+                "responses": {**_ok({"type": "object"}), "503": {"description": "Not ready"}},
+            }
+        },
+    }
+    return {
+        "openapi": "3.1.0",
+        "info": {"title": "a2a-agent-server", "version": package_version()},
+        "paths": paths,
+        "components": {"schemas": schemas},
+    }
+
+
+def render() -> str:
+    return json.dumps(build_openapi(), indent=2, sort_keys=True) + "\n"
+
+
+if __name__ == "__main__":
+    print(render(), end="")

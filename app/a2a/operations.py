@@ -1,0 +1,375 @@
+"""A2A 1.0 operations on plain JSON params: parse (wire_v1), call the RequestHandler, render.
+
+Both bindings call these: JSON-RPC passes its `params` object; HTTP+JSON builds the same object
+from the body, the path and the query string.
+"""
+
+from __future__ import annotations
+
+import ipaddress
+import logging
+import unicodedata
+from collections.abc import AsyncIterator, Callable
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
+
+from pydantic import BaseModel, ValidationError
+
+from agent.outbound import OutboundPolicy
+from app.a2a.limits import RequestLimits
+from app.a2a.wire import (
+    ListTasksParams,
+    PushConfigParams,
+    PushConfigRefParams,
+    SendMessageParams,
+    TaskIdParams,
+    render_event,
+    render_task,
+    render_task_json,
+)
+from app.call_context import CallContext
+from app.errors import (
+    ExtendedCardNotConfiguredError,
+    InvalidParamsError,
+    PushNotificationNotSupportedError,
+    TaskNotFoundError,
+    UnsupportedOperationError,
+    unreadable_task,
+)
+from app.handler import RequestHandler, SendRequest
+from stores.base import PushConfigStore, TaskQuery
+from stores.ids import new_id
+from stores.models import (
+    JournalEntry,
+    Message,
+    MessageReply,
+    PushAuthentication,
+    PushConfig,
+    Task,
+    TaskState,
+)
+
+logger = logging.getLogger(__name__)
+
+ParamsT = TypeVar("ParamsT", bound=BaseModel)
+JsonObject = dict[str, Any]
+
+
+def parse(model: type[ParamsT], params: JsonObject, limits: RequestLimits | None = None) -> ParamsT:
+    try:
+        return model.model_validate(params, context=limits)
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{'.'.join(str(part) for part in error['loc']) or 'params'}: {error['msg']}"
+            for error in exc.errors(include_url=False)
+        )
+        raise InvalidParamsError(f"Invalid parameters: {problems}") from exc
+
+
+MAX_ID_LENGTH = 128
+"""The longest client-chosen id (messageId, contextId, taskId): ids become parts of store keys."""
+
+
+def check_id(field: str, value: str | None) -> None:
+    """A client-chosen id must be 1-128 characters, not blank, without control characters
+    (-32602 / 400 naming the field): it becomes part of a store key and of log lines."""
+    if value is None:
+        return
+    if not value.strip():
+        raise InvalidParamsError(f"{field} must not be empty or blank", field=field)
+    if len(value) > MAX_ID_LENGTH:
+        raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters", field=field)
+    if value.isascii() and value.isprintable():
+        return  # the usual id: ASCII has no format, surrogate or separator characters
+    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") for char in value):
+        raise InvalidParamsError(
+            f"{field} must not contain control or format characters", field=field
+        )
+
+
+def _check_message_ids(params: SendMessageParams) -> None:
+    message = params.message
+    check_id("message.messageId", message.message_id)
+    check_id("message.contextId", message.context_id)
+    check_id("message.taskId", message.task_id)
+
+
+def parse_last_event_id(value: str | None) -> int | None:
+    """The standard SSE `Last-Event-ID` header: the journal position a client saw last."""
+    if not value:
+        return None
+    try:
+        position = int(value)
+    except ValueError as exc:
+        raise InvalidParamsError(f"Last-Event-ID {value!r} is not an event id") from exc
+    if position < 0:
+        raise InvalidParamsError(f"Last-Event-ID {value!r} is not an event id")
+    return position
+
+
+def _render_stored(task: Task, *, where: str, **shaping: Any) -> JsonObject | None:
+    """A stored task as the wire shows it, or None (logged) if it cannot be rendered: poison data,
+    such as a value nested deeper than the serializer goes, must not fail a whole list."""
+    try:
+        return render_task(task, **shaping)
+    except Exception as exc:
+        logger.warning(
+            "%s | task_id=<%s> | the stored task cannot be rendered (%s); left out",
+            where,
+            task.id,
+            type(exc).__name__,
+        )
+        return None
+
+
+_NO_PUSH = "This agent does not send push notifications"
+
+
+def render_push_config(config: PushConfig) -> JsonObject:
+    """A stored config as the 1.0 TaskPushNotificationConfig (flat)."""
+    return config.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"generation"})
+
+
+def check_push_url(url: str, policy: OutboundPolicy) -> None:
+    """A webhook URL must be http(s) with a host, and not name a loopback, private, link-local
+    or metadata address (or `localhost`) unless A2A_PUSH_ALLOWED_HOSTS allows it: -32602 naming
+    `url`. No DNS here (a name is checked where it is resolved, at delivery, by the guard)."""
+    try:
+        parts = urlsplit(url)
+        host = parts.hostname
+    except ValueError as exc:
+        raise InvalidParamsError(f"url {url!r} is not a URL: {exc}", field="url") from exc
+    if parts.scheme not in ("http", "https") or not host:
+        raise InvalidParamsError(
+            f"url {url!r} must be an http or https URL with a host", field="url"
+        )
+    if policy.allows_name(host):
+        return
+    if host == "localhost" or host.endswith(".localhost"):
+        raise InvalidParamsError(
+            f"url {url!r} names this server's own host; webhooks must be reachable addresses"
+            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
+            field="url",
+        )
+    try:
+        address = ipaddress.ip_address(host)
+    except ValueError:
+        return
+    reason = policy.refusal(host, address)
+    if reason is not None:
+        raise InvalidParamsError(
+            f"url {url!r} is refused: the address is {reason}"
+            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
+            field="url",
+        )
+
+
+class Operations:
+    def __init__(
+        self,
+        handler: RequestHandler,
+        *,
+        limits: RequestLimits | None = None,
+        extended_card: Callable[[str, bool], JsonObject | None] | None = None,
+        pushes: PushConfigStore | None = None,
+        push_policy: OutboundPolicy | None = None,
+        on_push_registered: Callable[[str, str], None] = lambda task_id, owner: None,
+    ) -> None:
+        self._handler = handler
+        self._limits = limits or RequestLimits()
+        self._push_store = pushes
+        """None: this agent sends no push notifications (every push operation: -32003)."""
+        self._push_policy = push_policy or OutboundPolicy()
+        self._on_push_registered = on_push_registered
+        self._extended_card = extended_card
+        """The extended card at a base URL (with the 0.3 members or not), or None."""
+
+    async def create_push_config(
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+    ) -> JsonObject:
+        """Register a webhook for the caller's task (its events are POSTed as they happen)."""
+        pushes = self._pushes()  # -32003 before anything else is looked at, when push is off
+        parsed = parse(PushConfigParams, params, self._limits)
+        if not parsed.task_id:
+            raise InvalidParamsError("taskId is required", field="taskId")
+        check_id("taskId", parsed.task_id)
+        record = await self._handler.get_record(parsed.task_id, owner=context.owner)
+        task, owner = record.task, context.owner
+        config = self._push_config(parsed, generation=generation).model_copy(
+            update={"task_id": task.id}
+        )
+        if not await pushes.list(task.id, owner=owner):
+            # The task's first webhook gets what happens from now on, not its past.
+            await pushes.advance(task.id, record.position, owner=owner)
+        await pushes.put(config, owner=owner)
+        if task.status.state.is_active:
+            self._on_push_registered(task.id, owner)
+        return render_push_config(config)
+
+    async def get_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        if not parsed.id:
+            raise InvalidParamsError("id (the config's) is required", field="id")
+        config = await pushes.get(parsed.task_id, parsed.id, owner=context.owner)
+        if config is None:
+            raise TaskNotFoundError(
+                f"Task {parsed.task_id!r} has no push notification config {parsed.id!r}",
+                taskId=parsed.task_id,
+            )
+        return render_push_config(config)
+
+    async def list_push_configs(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        configs = await pushes.list(parsed.task_id, owner=context.owner)
+        return {"configs": [render_push_config(config) for config in configs], "nextPageToken": ""}
+
+    async def delete_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        """Idempotent: deleting a config that is not there (any more) succeeds."""
+        pushes = self._pushes()
+        parsed = parse(PushConfigRefParams, params, self._limits)
+        await self._handler.get_task(parsed.task_id, owner=context.owner)
+        if not parsed.id:
+            raise InvalidParamsError("id (the config's) is required", field="id")
+        await pushes.delete(parsed.task_id, parsed.id, owner=context.owner)
+        return {}
+
+    def _pushes(self) -> PushConfigStore:
+        if self._push_store is None:
+            raise PushNotificationNotSupportedError(_NO_PUSH)
+        return self._push_store
+
+    def _push_config(self, parsed: PushConfigParams, *, generation: str) -> PushConfig:
+        check_push_url(parsed.url, self._push_policy)
+        if parsed.id is not None:
+            check_id("id", parsed.id)
+        authentication = parsed.authentication
+        return PushConfig(
+            id=parsed.id or new_id(),
+            task_id=parsed.task_id or "",
+            url=parsed.url,
+            token=parsed.token,
+            authentication=(
+                PushAuthentication(
+                    scheme=authentication.scheme, credentials=authentication.credentials
+                )
+                if authentication is not None
+                else None
+            ),
+            generation=generation,
+        )
+
+    async def extended_card(
+        self,
+        params: JsonObject,
+        *,
+        context: CallContext,
+        generation: str = "1.0",
+    ) -> JsonObject:
+        """The extended card (A2A_EXTENDED_CARD) at the URL the caller used, in the caller's
+        generation (a 0.3 caller gets the 0.3 members too). When there is none: in 1.0, where the
+        card declares `extendedAgentCard: false`, the operation is unsupported (-32004); 0.3
+        has its own error (-32007)."""
+        url, with_v03 = context.base_url or "", generation == "0.3"
+        card = self._extended_card(url, with_v03) if self._extended_card else None
+        if card is None:
+            if with_v03:
+                raise ExtendedCardNotConfiguredError(
+                    "This agent has no authenticated extended card"
+                )
+            raise UnsupportedOperationError("This agent has no extended agent card")
+        return card
+
+    async def send_message(
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+    ) -> JsonObject:
+        parsed = parse(SendMessageParams, params, self._limits)
+        reply = await self._handler.send_message(
+            self._send_request(parsed, context, generation), owner=context.owner
+        )
+        if isinstance(reply, Message):  # answered directly: a Message, no task
+            return render_event(MessageReply(message=reply))
+        history_length = parsed.configuration.history_length if parsed.configuration else None
+        if generation == "1.0":  # written as it is; the 0.3 bindings translate the dict
+            return {"task": render_task_json(reply, history_length=history_length)}
+        return {"task": render_task(reply.task, history_length=history_length)}
+
+    async def stream_message(
+        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+    ) -> AsyncIterator[list[JournalEntry] | None]:
+        parsed = parse(SendMessageParams, params, self._limits)
+        return await self._handler.stream_message(
+            self._send_request(parsed, context, generation), owner=context.owner
+        )
+
+    def _send_request(
+        self, params: SendMessageParams, context: CallContext, generation: str
+    ) -> SendRequest:
+        _check_message_ids(params)
+        configuration = params.configuration
+        push = configuration.task_push_notification_config if configuration else None
+        if push is not None:
+            self._pushes()  # -32003 unless this agent pushes
+        return SendRequest(
+            message=params.message,
+            return_immediately=bool(configuration and configuration.return_immediately),
+            trace_carrier=dict(context.trace_carrier),
+            push_config=self._push_config(push, generation=generation) if push else None,
+        )
+
+    async def get_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        parsed = parse(TaskIdParams, params, self._limits)
+        check_id("id", parsed.id)
+        task = await self._handler.get_task(parsed.id, owner=context.owner)
+        rendered = _render_stored(task, where="GetTask", history_length=parsed.history_length)
+        if rendered is None:
+            raise unreadable_task(task.id)
+        return rendered
+
+    async def list_tasks(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        parsed = parse(ListTasksParams, params, self._limits)
+        check_id("contextId", parsed.context_id)
+        page_size = parsed.page_size or 50
+        query = TaskQuery(
+            context_id=parsed.context_id,
+            state=None if parsed.status in (None, TaskState.UNSPECIFIED) else parsed.status,
+            status_after=parsed.status_timestamp_after,
+            page_size=page_size,
+            page_token=parsed.page_token or None,
+        )
+        page = await self._handler.list_tasks(query, owner=context.owner)
+        tasks = []
+        for task in page.tasks:
+            rendered = _render_stored(
+                task,
+                where="ListTasks",
+                history_length=parsed.history_length,
+                include_artifacts=parsed.include_artifacts,
+            )
+            if rendered is not None:
+                tasks.append(rendered)
+        return {
+            "tasks": tasks,
+            "nextPageToken": page.next_page_token,
+            "pageSize": page_size,
+            "totalSize": page.total_size,
+        }
+
+    async def cancel_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        parsed = parse(TaskIdParams, params, self._limits)
+        check_id("id", parsed.id)
+        return render_task(await self._handler.cancel_task(parsed.id, owner=context.owner))
+
+    async def subscribe(
+        self, params: JsonObject, *, context: CallContext
+    ) -> AsyncIterator[list[JournalEntry] | None]:
+        parsed = parse(TaskIdParams, params, self._limits)
+        check_id("id", parsed.id)
+        return await self._handler.subscribe(
+            parsed.id,
+            owner=context.owner,
+            last_event_id=parse_last_event_id(context.last_event_id),
+        )

@@ -1,0 +1,372 @@
+"""`a2a`: a command-line client for any A2A agent (ours or another; either generation, binding).
+
+    a2a card URL                      the agent card
+    a2a send URL TEXT [--context C] [--task T]   send, stream the answer
+    a2a chat URL [--context C]        talk: streamed answers, questions and approvals prompted,
+                                      Ctrl-C cancels the running task
+    a2a tasks URL [--context C]       list tasks (1.0 agents)
+    a2a get URL ID | cancel URL ID
+    a2a subscribe URL ID [--last-event-id N]   follow a task (resume after N)
+
+`--json` prints the raw events (or results) one JSON document per line. Credentials: `--api-key` (or
+A2A_API_KEY) as `X-API-Key`, `--bearer TOKEN` as `Authorization: Bearer`. A failure is one line on
+stderr and a non-zero exit: 1 an error, 2 usage, 3 the task waits for input (`send`), 130 canceled.
+Built on `app.client.a2a_client`, the wire code the server's remote-agent tools use."""
+
+from __future__ import annotations
+
+import argparse
+import asyncio
+import contextlib
+import json
+import os
+import sys
+from collections.abc import AsyncGenerator, AsyncIterator
+from dataclasses import dataclass, field
+from typing import Any, TextIO
+
+import httpx
+
+from app.client.a2a_client import (
+    END_STATES,
+    INTERRUPTED_STATES,
+    A2AClient,
+    A2AClientError,
+    Event,
+    Unauthorized,
+    fetch_card,
+    parts_of,
+    state_of,
+    status_text,
+    text_of,
+)
+
+EXIT_ERROR, EXIT_USAGE, EXIT_INPUT, EXIT_CANCELED = 1, 2, 3, 130
+
+
+@dataclass
+class Turn:
+    """What one streamed exchange came to."""
+
+    task_id: str | None = None
+    context_id: str | None = None
+    state: str | None = None
+    question: str = ""
+    last_event_id: str | None = None
+    artifacts_seen: set[str] = field(default_factory=set)
+
+
+class Printer:
+    """Answer text to stdout as it arrives; progress and questions to stderr."""
+
+    def __init__(self, *, raw: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
+        self.raw, self.out, self.err = raw, out, err
+        self._mid_line = False
+
+    def event(self, event: Event, turn: Turn) -> None:
+        if self.raw:
+            print(json.dumps(event.raw, separators=(",", ":")), file=self.out, flush=True)
+            return
+        payload = event.payload
+        if event.kind == "artifact":
+            artifact = payload.get("artifact") or {}
+            key = str(artifact.get("artifactId", ""))
+            if not payload.get("append") and key in turn.artifacts_seen:
+                self.text("\n")
+            turn.artifacts_seen.add(key)
+            self.text(text_of(artifact) or _describe_parts(parts_of(artifact)))
+        elif event.kind == "message":
+            self.text(text_of(payload))
+        elif event.kind == "status" and state_of(payload) == "TASK_STATE_WORKING":
+            said = status_text(payload)
+            if said:
+                self.note(f"· {said}")
+        elif event.kind == "task":
+            for artifact in payload.get("artifacts") or []:  # a snapshot: the answer so far
+                turn.artifacts_seen.add(str(artifact.get("artifactId", "")))
+                self.text(text_of(artifact))
+
+    def text(self, text: str) -> None:
+        if text:
+            self.out.write(text)
+            self.out.flush()
+            self._mid_line = not text.endswith("\n")
+
+    def end_line(self) -> None:
+        if self._mid_line:
+            self.text("\n")
+
+    def note(self, line: str) -> None:
+        self.end_line()
+        print(line, file=self.err, flush=True)
+
+
+def _describe_parts(parts: list[dict[str, Any]]) -> str:
+    described = []
+    for part in parts:
+        if "data" in part:
+            described.append(json.dumps(part["data"]))
+        elif "file" in part or "url" in part or "raw" in part:
+            described.append(f"[file {part.get('filename') or part.get('name') or ''}]")
+    return " ".join(described)
+
+
+async def run_stream(events: AsyncGenerator[Event, None], printer: Printer, turn: Turn) -> Turn:
+    async with contextlib.aclosing(events):
+        return await _read(events, printer, turn)
+
+
+async def _read(events: AsyncIterator[Event], printer: Printer, turn: Turn) -> Turn:
+    async for event in events:
+        printer.event(event, turn)
+        turn.last_event_id = event.id or turn.last_event_id
+        payload = event.payload
+        turn.task_id = payload.get("taskId") or payload.get("id") or turn.task_id
+        turn.context_id = payload.get("contextId") or turn.context_id
+        if event.kind == "message":
+            turn.state = "message"
+            break
+        turn.state = state_of(payload) or turn.state
+        if turn.state in INTERRUPTED_STATES:
+            status = (payload.get("status") or {}).get("message") or {}
+            turn.question = text_of(status) or _describe_parts(parts_of(status))
+            break
+        if turn.state in END_STATES:
+            if turn.state != "TASK_STATE_COMPLETED":
+                turn.question = status_text(payload)
+            break
+    if not printer.raw:
+        printer.end_line()
+    return turn
+
+
+def headers_of(args: argparse.Namespace) -> dict[str, str]:
+    headers = {}
+    api_key = args.api_key or os.environ.get("A2A_API_KEY")
+    if api_key:
+        headers["X-API-Key"] = api_key
+    if args.bearer:
+        headers["Authorization"] = f"Bearer {args.bearer}"
+    return headers
+
+
+async def connect(args: argparse.Namespace, http: httpx.AsyncClient) -> A2AClient:
+    return await A2AClient.connect(http, args.url, headers=headers_of(args))
+
+
+def emit(result: Any, args: argparse.Namespace) -> None:
+    print(json.dumps(result, indent=None if args.json else 2))
+
+
+async def stream_turn(
+    agent: A2AClient, text: str, *, turn: Turn, printer: Printer, data: Any = None
+) -> Turn:
+    """Send `text` on the turn's task/context and stream it; Ctrl-C cancels the task."""
+    message = agent.message(text, task_id=turn.task_id, context_id=turn.context_id, data=data)
+    fresh = Turn(task_id=turn.task_id, context_id=turn.context_id)
+    try:
+        return await run_stream(agent.stream(message), printer, fresh)
+    except asyncio.CancelledError:
+        if fresh.task_id is not None and fresh.state not in END_STATES:
+            try:
+                await agent.cancel(fresh.task_id)
+            except A2AClientError:
+                pass
+        printer.note(f"canceled task {fresh.task_id}")
+        raise
+
+
+def answer_of(question: str, line: str) -> str:
+    """What to send for a line typed at a question: y/n for an approval."""
+    if '"approve" or "deny"' in question and line.strip().lower() in ("y", "yes", "n", "no"):
+        return "approve" if line.strip().lower().startswith("y") else "deny"
+    return line
+
+
+async def cmd_card(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    emit(await fetch_card(http, args.url, headers=headers_of(args)), args)
+    return 0
+
+
+async def cmd_send(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    agent = await connect(args, http)
+    printer = Printer(raw=args.json)
+    turn = await stream_turn(
+        agent, args.text, turn=Turn(task_id=args.task, context_id=args.context), printer=printer
+    )
+    return ended(turn, printer, args)
+
+
+def ended(turn: Turn, printer: Printer, args: argparse.Namespace) -> int:
+    if turn.state in ("TASK_STATE_COMPLETED", "message"):
+        return 0
+    if turn.state in INTERRUPTED_STATES:
+        printer.note(f"? {turn.question}")
+        printer.note(
+            f"the task waits for input: a2a send {args.url} ANSWER --task {turn.task_id}"
+            f" --context {turn.context_id}"
+        )
+        return EXIT_INPUT
+    if turn.state in END_STATES:
+        printer.note(f"the task ended {turn.state}: {turn.question or '(no reason given)'}")
+        return EXIT_CANCELED if turn.state == "TASK_STATE_CANCELED" else EXIT_ERROR
+    resume = f" --last-event-id {turn.last_event_id}" if turn.last_event_id else ""
+    printer.note(
+        f"error: the stream ended before the task did; resume with:"
+        f" a2a subscribe {args.url} {turn.task_id}{resume}"
+    )
+    return EXIT_ERROR
+
+
+async def cmd_subscribe(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    agent = await connect(args, http)
+    printer = Printer(raw=args.json)
+    turn = Turn(task_id=args.id)
+    turn = await run_stream(
+        agent.subscribe(args.id, last_event_id=args.last_event_id), printer, turn
+    )
+    return ended(turn, printer, args)
+
+
+async def cmd_tasks(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    agent = await connect(args, http)
+    tasks = await agent.list_tasks(context_id=args.context)
+    if args.json:
+        for task in tasks:
+            emit(task, args)
+        return 0
+    for task in tasks:
+        first: dict[str, Any] = next(iter(task.get("history") or []), {})
+        print(f"{task['id']}  {state_of(task) or '?':<28} {text_of(first)[:60]}")
+    return 0
+
+
+async def cmd_get(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    emit(await (await connect(args, http)).get_task(args.id), args)
+    return 0
+
+
+async def cmd_cancel(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    task = await (await connect(args, http)).cancel(args.id)
+    if args.json:
+        emit(task, args)
+    else:
+        print(f"{args.id} {state_of(task.get('task', task)) or 'canceled'}")
+    return 0
+
+
+def chat(args: argparse.Namespace) -> int:
+    """The interactive loop: one event loop per turn, so Ctrl-C cancels just that turn."""
+    turn = Turn(context_id=args.context)
+    printer = Printer(raw=args.json)
+    agent_name = asyncio.run(_with_http(args, _agent_name))
+    print(f"chatting with {agent_name} (Ctrl-C cancels a turn, Ctrl-D leaves)", file=sys.stderr)
+    prompt = "> "
+    while True:
+        try:
+            line = input(prompt)
+        except (EOFError, KeyboardInterrupt):
+            print(file=sys.stderr)
+            return 0
+        if not line.strip():
+            continue
+        text = answer_of(turn.question, line) if prompt != "> " else line
+        task = turn.task_id if prompt != "> " else None
+        this = Turn(task_id=task, context_id=turn.context_id)
+        try:
+            turn = asyncio.run(_with_http(args, _chat_turn(text, this, printer)))
+        except KeyboardInterrupt:
+            prompt = "> "
+            continue
+        except A2AClientError as exc:
+            print(f"error: {exc}", file=sys.stderr)
+            prompt = "> "
+            continue
+        if turn.state in INTERRUPTED_STATES:
+            printer.note(f"? {turn.question}")
+            prompt = "answer> "
+        else:
+            if turn.state in END_STATES and turn.state != "TASK_STATE_COMPLETED":
+                printer.note(f"the task ended {turn.state}: {turn.question or '(no reason)'}")
+            prompt = "> "
+            turn.question = ""
+
+
+async def _agent_name(http: httpx.AsyncClient, args: argparse.Namespace) -> str:
+    agent = await connect(args, http)
+    return str(agent.card.get("name", args.url))
+
+
+def _chat_turn(text: str, turn: Turn, printer: Printer) -> Any:
+    async def work(http: httpx.AsyncClient, args: argparse.Namespace) -> Turn:
+        agent = await connect(args, http)
+        return await stream_turn(agent, text, turn=turn, printer=printer)
+
+    return work
+
+
+async def _with_http(args: argparse.Namespace, work: Any) -> Any:
+    """`work(http, args)` with an HTTP client (no proxy from the environment)."""
+    async with httpx.AsyncClient(trust_env=False, timeout=args.timeout) as http:
+        return await work(http, args)
+
+
+COMMANDS = {
+    "card": cmd_card,
+    "send": cmd_send,
+    "subscribe": cmd_subscribe,
+    "tasks": cmd_tasks,
+    "get": cmd_get,
+    "cancel": cmd_cancel,
+}
+
+
+def parser() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("url", help="the agent's base URL or its card's URL")
+    common.add_argument("--json", action="store_true", help="raw events, one JSON per line")
+    common.add_argument("--api-key", help="sent as X-API-Key (default: $A2A_API_KEY)")
+    common.add_argument("--bearer", help="sent as Authorization: Bearer TOKEN")
+    common.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    root = argparse.ArgumentParser(prog="a2a", description="A client for any A2A agent.")
+    sub = root.add_subparsers(dest="command", required=True)
+    sub.add_parser("card", parents=[common], help="print the agent card")
+    send = sub.add_parser("send", parents=[common], help="send a message, stream the answer")
+    send.add_argument("text")
+    send.add_argument("--context", help="continue this context (conversation)")
+    send.add_argument("--task", help="answer this task (one waiting for input)")
+    chat_ = sub.add_parser("chat", parents=[common], help="talk to the agent")
+    chat_.add_argument("--context", help="continue this context (conversation)")
+    tasks = sub.add_parser("tasks", parents=[common], help="list tasks")
+    tasks.add_argument("--context", help="only this context's")
+    for name, what in (("get", "print a task"), ("cancel", "cancel a task")):
+        sub.add_parser(name, parents=[common], help=what).add_argument("id")
+    subscribe = sub.add_parser("subscribe", parents=[common], help="follow a task's events")
+    subscribe.add_argument("id")
+    subscribe.add_argument("--last-event-id", help="resume after this event id")
+    return root
+
+
+def main(argv: list[str] | None = None) -> int:
+    args = parser().parse_args(argv)
+    try:
+        if args.command == "chat":
+            return chat(args)
+        command = COMMANDS[args.command]
+        return int(asyncio.run(_with_http(args, lambda http, args: command(args, http))))
+    except KeyboardInterrupt:
+        return EXIT_CANCELED
+    except BrokenPipeError:  # `a2a ... --json | head`: the reader has what it wanted
+        os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+        return 0
+    except Unauthorized as exc:
+        print(f"error: {exc}: pass --api-key (or A2A_API_KEY) or --bearer", file=sys.stderr)
+    except A2AClientError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+    except httpx.HTTPError as exc:
+        print(f"error: {type(exc).__name__}: {exc or 'the connection failed'}", file=sys.stderr)
+    return EXIT_ERROR
+
+
+if __name__ == "__main__":
+    sys.exit(main())

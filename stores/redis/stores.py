@@ -1,0 +1,427 @@
+"""Redis stores: conversations, checkpoints, and the factory that builds all four from a URL.
+
+The task store lives in `redis_tasks`, the lease store in `redis_leases`, every key in
+`redis_keys`. All take an injected `redis.asyncio.Redis` (either `decode_responses` works; the
+factory uses bytes), a key prefix and a TTL; every key they write carries that TTL, refreshed when
+the thing it belongs to is written.
+"""
+
+from __future__ import annotations
+
+import asyncio
+from dataclasses import dataclass
+from typing import Any
+
+from redis.asyncio import BlockingConnectionPool, Redis
+from redis.asyncio.retry import Retry
+from redis.backoff import NoBackoff
+from redis.exceptions import ConnectionError as RedisConnectionError
+
+from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUnavailable
+from stores.codec import dump_message, load_message
+from stores.models import ChatMessage
+from stores.rate_limit import RateLimit, RateLimiter
+from stores.redis.batch import CommandBatcher
+from stores.redis.cluster import ClusterAddress, cluster_client, is_cluster_url
+from stores.redis.keys import RedisKeys
+from stores.redis.leases import RedisLeaseStore
+from stores.redis.push import RedisPushConfigStore
+from stores.redis.rate_limit import RedisRateLimiter
+from stores.redis.support import (
+    LuaScript,
+    RedisClient,
+    packing_with_hiredis,
+    redis_available,
+    text,
+)
+from stores.redis.tasks import RedisTaskStore
+
+__all__ = [
+    "PoolSizes",
+    "RedisCheckpointStore",
+    "RedisLeaseStore",
+    "RedisMessageStore",
+    "RedisStores",
+    "RedisTaskStore",
+    "create_redis_stores",
+]
+
+DEFAULT_TTL_S = 7 * 24 * 3600
+POOL_WAITS = 10
+"""How many command timeouts a caller may wait for a free connection (see create_redis_stores)."""
+
+# KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
+# Returns {1 if the unit is new (0: it was there, nothing appended), the last `window size`
+# messages as they were before}: a turn's start (its history, then its user message) is one
+# script, and one round trip.
+_APPEND = LuaScript(
+    """
+local window = {}
+local size = tonumber(ARGV[1])
+if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
+local added = redis.call('SADD', KEYS[2], ARGV[2])
+if added == 1 then
+  for i = 4, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
+    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {added, window}
+"""
+)
+
+# KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
+_REPLACE_CLAIM = LuaScript(
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+)
+
+# KEYS: checkpoint, lease. ARGV: checkpoint, ttl ms [, fence holder, fence epoch]. Returns 0 (and
+# writes nothing) if the fence no longer holds the lease.
+_SAVE_CHECKPOINT = LuaScript(
+    """
+if #ARGV > 2 then
+  local lease = redis.call('HMGET', KEYS[2], 'holder', 'epoch')
+  if lease[1] ~= ARGV[3] or lease[2] ~= ARGV[4] then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+)
+
+# KEYS: claim. ARGV: task id. Deletes the claim only if this task holds it.
+_RELEASE_CLAIM = LuaScript(
+    """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+)
+
+
+class RedisMessageStore(MessageStore):
+    """A context's conversation as a LIST of ChatMessage JSON, the ids of the units appended to
+    it as a SET, its claim as a string; all in the context's slot."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = DEFAULT_TTL_S,
+        batcher: CommandBatcher | None = None,
+    ) -> None:
+        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
+        self._keys = RedisKeys(prefix)
+        self._ttl_ms = int(ttl_s * 1000)
+
+    async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
+        if limit <= 0:
+            return []
+        with redis_available():
+            key = self._keys.conversation(owner, context_id)
+            raw = await self._batcher.run_args("LRANGE", key, -limit, -1)
+        return [load_message(item) for item in raw]
+
+    async def append(
+        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+    ) -> bool:
+        """One script: record the unit id, and only if it is new, RPUSH all its messages."""
+        added, _ = await self._append(owner, context_id, unit_id, messages, 0)
+        return bool(added)
+
+    async def window_then_append(
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        limit: int,
+    ) -> list[ChatMessage]:
+        _, window = await self._append(owner, context_id, unit_id, messages, limit)
+        return [load_message(item) for item in window]
+
+    async def _append(
+        self, owner: str, context_id: str, unit_id: str, messages: list[ChatMessage], window: int
+    ) -> tuple[int, list[bytes]]:
+        """`_APPEND`: whether the unit was new, and the last `window` messages before it (none
+        for a window of 0 or less)."""
+        keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
+        args = [window, unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
+        with redis_available():
+            added, before = await self._batcher.run_script(_APPEND, keys, args)
+        return added, before
+
+    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        with redis_available():
+            key, ttl_ms = self._keys.claim(owner, context_id), self._ttl_ms
+            holder = await self._batcher.run_args(
+                "SET", key, task_id, "NX", "GET", "PX", ttl_ms, get=True
+            )
+        if holder is None or text(holder) == task_id:
+            return None
+        return text(holder)
+
+    async def replace_claim(
+        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+    ) -> bool:
+        with redis_available():
+            return bool(
+                await self._batcher.run_script(
+                    _REPLACE_CLAIM,
+                    [self._keys.claim(owner, context_id)],
+                    [stale_holder, task_id, self._ttl_ms],
+                )
+            )
+
+    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+        with redis_available():
+            await self._batcher.run_script(
+                _RELEASE_CLAIM, [self._keys.claim(owner, context_id)], [task_id]
+            )
+
+
+class RedisCheckpointStore(CheckpointStore):
+    """One string per task, expiring `ttl_s` after it was last saved."""
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = DEFAULT_TTL_S,
+        batcher: CommandBatcher | None = None,
+    ) -> None:
+        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
+        self._keys = RedisKeys(prefix)
+        self._ttl_ms = int(ttl_s * 1000)
+
+    async def save(
+        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
+    ) -> None:
+        keys = [self._keys.checkpoint(owner, task_id), self._keys.lease(owner, task_id)]
+        args: list[Any] = [checkpoint, self._ttl_ms]
+        if fence is not None:
+            args += [fence.holder, fence.epoch]
+        with redis_available():
+            saved = await self._batcher.run_script(_SAVE_CHECKPOINT, keys, args)
+        if not saved:
+            assert fence is not None
+            raise LeaseLost(task_id, fence)
+
+    async def load(self, task_id: str, *, owner: str) -> str | None:
+        with redis_available():
+            key = self._keys.checkpoint(owner, task_id)
+            raw = await self._batcher.run_args("GET", key)
+        return None if raw is None else text(raw)
+
+    async def delete(self, task_id: str, *, owner: str) -> None:
+        with redis_available():
+            key = self._keys.checkpoint(owner, task_id)
+            await self._batcher.run_args("DEL", key)
+
+
+COMMANDS_MAX = 512
+LEASES_MAX = 256
+# The shared batcher has one round trip in flight at a time (and a lone command's retry).
+BATCH_CONNECTIONS = 4
+
+
+@dataclass(frozen=True, kw_only=True)
+class PoolSizes:
+    """How many connections each of a replica's three Redis clients may open.
+
+    The rule, from the replica's admission limits (`A2A_MAX_RUNNING_TURNS`, `A2A_MAX_STREAMS`):
+
+    * readers = max_streams + 16. On a cluster every open stream and every blocking SendMessage
+      holds one stream slot and, while it waits, one blocking journal read (shared with the
+      other readers of its task); the 16 spare cover the other blocking waits (a CancelTask
+      waiting for another replica to record the cancel). On one Redis they share reads of up
+      to 128 journals each (`JournalMux`): one connection per 128 tasks waited on.
+    * commands = max_running_turns + max_streams // 4 + 32, at most COMMANDS_MAX. A running turn
+      writes one command at a time; a stream or blocking send runs a short lookup between its
+      blocking reads (a burst of new streams all do it at once, hence a quarter of them); 32 for
+      everything else (GetTask, ListTasks, claims, creates).
+    * leases = max_running_turns + 8, at most LEASES_MAX: every running turn may take or release
+      its lease at the same moment (a burst of sends), and 8 for the cancel listener (held for
+      good), the renewal loop, the orphan sweep and the readiness probe.
+
+    The caps: one event loop drives every connection, and past a few hundred more connections
+    add no throughput, only connection attempts. With limits raised for a load test
+    (20,000 streams, 4,096 turns), the uncapped rule opened 9,000 command connections in a burst
+    of 10,000 new streams, and most of them timed out connecting while the loop was saturated.
+    Callers of a full pool wait their turn instead (see `create_redis_stores`).
+
+    Connections are opened on demand, so an idle replica holds few of them.
+    """
+
+    commands: int
+    readers: int
+    leases: int
+
+    @classmethod
+    def for_limits(cls, *, max_running_turns: int, max_streams: int) -> PoolSizes:
+        return cls(
+            commands=min(max_running_turns + max_streams // 4 + 32, COMMANDS_MAX),
+            readers=max_streams + 16,
+            leases=min(max_running_turns + 8, LEASES_MAX),
+        )
+
+
+@dataclass(frozen=True, kw_only=True)
+class RedisStores:
+    """The four Redis stores over three clients: commands, blocking reads, and leases.
+
+    Leases (and the readiness probe) have a client of their own, so a flood of commands can never
+    starve a lease renewal; blocking reads have theirs, so waiting readers never starve a write.
+    """
+
+    tasks: RedisTaskStore
+    messages: RedisMessageStore
+    checkpoints: RedisCheckpointStore
+    leases: RedisLeaseStore
+    pushes: RedisPushConfigStore
+    client: RedisClient
+    read_client: RedisClient
+    lease_client: RedisClient
+    batch_client: RedisClient  # the shared batcher's (`client` itself on a cluster)
+    prefix: str = "a2a"
+    ping_timeout_s: float = 3.0
+
+    def rate_limiter(self, limit: RateLimit) -> RateLimiter:
+        """Buckets in Redis on the command client: every replica of this prefix shares them."""
+        return RedisRateLimiter(self.client, limit, prefix=self.prefix)
+
+    async def ping(self) -> None:
+        """Raise StoreUnavailable unless Redis answers within `ping_timeout_s` (the readiness
+        probe: on the lease client, whose pool a flood of commands or readers cannot fill)."""
+        try:
+            async with asyncio.timeout(self.ping_timeout_s):
+                with redis_available():
+                    await self.lease_client.ping()
+        except TimeoutError as exc:
+            raise StoreUnavailable(
+                f"Redis did not answer a ping within {self.ping_timeout_s:g}s"
+            ) from exc
+
+    async def aclose(self) -> None:
+        await self.tasks.aclose()
+        await self.read_client.aclose()
+        await self.lease_client.aclose()
+        if self.batch_client is not self.client:
+            await self.batch_client.aclose()
+        await self.client.aclose()
+
+
+def create_redis_stores(
+    url: str,
+    *,
+    prefix: str = "a2a",
+    ttl_s: int = DEFAULT_TTL_S,
+    journal_max: int = 10_000,
+    max_running_turns: int = 64,
+    max_streams: int = 1000,
+    command_timeout_s: float = 1.5,
+    cluster: bool = False,
+) -> RedisStores:
+    """Build the Redis stores for a `redis://` or `rediss://` URL (TLS with the latter), or a
+    Redis Cluster (`redis+cluster://host:port,...`, or `cluster=True`: see stores.redis.cluster).
+
+    Three clients, each with a pool of its own, sized by `PoolSizes.for_limits`: commands,
+    blocking journal reads, and leases (renewals, the cancel listener, the readiness probe).
+
+    Failing fast when Redis hangs: a command (and a connection attempt) without an answer after
+    `command_timeout_s` fails with StoreUnavailable; a dropped connection is retried once, at
+    once, and a timeout never (a retry would multiply it). So a request fails within one command
+    timeout, and a hung Redis also frees every pooled connection within one command timeout.
+
+    Waiting for a free connection is not a failure: under a burst the event loop, not Redis, is
+    the bottleneck, and a short pool wait would turn a busy replica into "store unavailable"
+    errors below its admission limits. A caller queues for up to `POOL_WAITS` command timeouts;
+    while Redis hangs the queue drains one pool-full per command timeout.
+
+    Blocking reads have no socket timeout (a read blocks for up to its own `timeout_s`): the
+    task store bounds each one itself, the wait for a connection included. Nothing connects
+    until the first command.
+    """
+    if not url.startswith(("redis://", "rediss://")) and not is_cluster_url(url):
+        raise ValueError(
+            "REDIS_URL must start with redis://, rediss://, redis+cluster:// or"
+            f" rediss+cluster:// (got {url.split(':')[0]!r})"
+        )
+    sizes = PoolSizes.for_limits(max_running_turns=max_running_turns, max_streams=max_streams)
+    pool_wait_s = POOL_WAITS * command_timeout_s
+    address = ClusterAddress.parse(url) if cluster or is_cluster_url(url) else None
+
+    def client_of(size: int, *, timeout_s: float | None, connect_timeout_s: float) -> RedisClient:
+        if address is not None:
+            # Per shard: the same pool sizes, routed by slot; a failover (MOVED, a dropped
+            # connection) makes the client read the slot map again.
+            return cluster_client(
+                address,
+                max_connections=size,
+                socket_timeout=timeout_s,
+                socket_connect_timeout=connect_timeout_s,
+                retry=Retry(NoBackoff(), retries=1),
+                decode_responses=False,
+            )
+        pool = BlockingConnectionPool.from_url(
+            url,
+            max_connections=size,
+            timeout=pool_wait_s if timeout_s is not None else None,
+            socket_timeout=timeout_s,
+            socket_connect_timeout=connect_timeout_s,
+            retry=Retry(NoBackoff(), retries=1, supported_errors=(RedisConnectionError,)),
+            health_check_interval=30,
+            decode_responses=False,
+        )
+        return Redis.from_pool(packing_with_hiredis(pool))
+
+    # A burst of requests (thousands of streams opening at once) opens hundreds of connections
+    # while the event loop is saturated: a connection attempt then waits for the loop, not for
+    # Redis, and a tight bound turned that burst into "store unavailable" for most of it. A
+    # frozen Redis still accepts connections (the kernel does), so commands still fail within
+    # one command timeout; only an unreachable host takes the longer bound to be reported.
+    burst_connect_timeout_s = max(5.0, command_timeout_s)
+    client = client_of(
+        sizes.commands, timeout_s=command_timeout_s, connect_timeout_s=burst_connect_timeout_s
+    )
+    read_client = client_of(
+        sizes.readers, timeout_s=None, connect_timeout_s=burst_connect_timeout_s
+    )
+    lease_client = client_of(
+        sizes.leases, timeout_s=command_timeout_s, connect_timeout_s=command_timeout_s
+    )
+    if address is None:
+        # One pipeline in flight for the stores' writes, on connections of its own: each round
+        # trip is bounded as a whole (see stores.redis.batch), not each reply read.
+        batch_client = client_of(
+            BATCH_CONNECTIONS, timeout_s=None, connect_timeout_s=burst_connect_timeout_s
+        )
+        batcher = CommandBatcher(batch_client, round_trip_timeout_s=command_timeout_s)
+    else:
+        batch_client, batcher = client, CommandBatcher(client)  # a cluster never batches
+    return RedisStores(
+        tasks=RedisTaskStore(
+            client,
+            prefix=prefix,
+            ttl_s=ttl_s,
+            journal_max=journal_max,
+            read_client=read_client,
+            batcher=batcher,
+        ),
+        messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
+        checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
+        leases=RedisLeaseStore(lease_client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
+        pushes=RedisPushConfigStore(client, prefix=prefix, ttl_s=ttl_s),
+        client=client,
+        read_client=read_client,
+        lease_client=lease_client,
+        batch_client=batch_client,
+        prefix=prefix,
+        ping_timeout_s=2 * command_timeout_s,
+    )

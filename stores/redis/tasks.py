@@ -1,0 +1,452 @@
+"""RedisTaskStore: task snapshots in a hash, each task's journal in a Redis Stream, list indexes.
+
+    publish(event [, snapshot]) --EVALSHA (one slot: {task})--> HINCRBY seq, XADD "<seq>-1",
+            |                                                   [HSET snapshot + pos], PEXPIRE
+            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the list indexes
+            v
+    p:journal:<owner>:{<task>} --XREAD BLOCK from "<after>-1"--> readers on any replica
+
+Consistency between the task (slot `{task}`) and the owner's list indexes (slot `{owner}`): they
+cannot change in one atomic step on a cluster, so the task part is one Lua script and the index
+update is a second step, queued after it in the same pipeline (so on one Redis both run in that
+order in one round trip). The task is written first: an index entry therefore never names a task
+that is still being created, which makes it safe for `list` to drop entries whose task is gone
+(expired). Both steps are answered in one reply, so a caller told that `create` succeeded knows
+the task is indexed; if the connection is cut in between, the caller gets StoreUnavailable (the
+task may then exist unlisted, as an abandoned create). A publish only moves an existing entry
+(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list` filters and
+orders on the snapshot's own state and time (kept beside it in the hash), never on the index
+score, so a stale score cannot give a wrong answer.
+
+Blocking reads go to `read_client`, a client of its own with no socket timeout shorter than the
+longest block, so that waiting readers never take the connections that publishes need. On one Redis
+a reader alone reads for itself, and readers of several journals share multi-key XREADs of up to 128
+journals each (`JournalMux`): a connection per 128 tasks waited on, however many streams. On a
+cluster a read holds a connection per journal and position, shared by every reader waiting there
+(`SharedReads`), so the pool is sized for the number of concurrent readers (see
+`create_redis_stores`).
+"""
+
+from __future__ import annotations
+
+import asyncio
+import builtins
+import logging
+import uuid
+from collections.abc import Sequence
+from functools import partial
+from typing import Any
+
+from redis.asyncio import Redis
+from redis.exceptions import ResponseError
+
+from stores.base import (
+    Fence,
+    LeaseLost,
+    StateConflict,
+    StoreUnavailable,
+    TaskGone,
+    TaskPage,
+    TaskQuery,
+    TaskStore,
+    TaskUnreadable,
+)
+from stores.codec import dump_event, dump_task, load_task, snapshot_event
+from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskState
+from stores.paging import decode_cursor, encode_cursor
+from stores.redis.batch import CommandBatcher
+from stores.redis.journal_mux import JournalMux
+from stores.redis.keys import RedisKeys
+from stores.redis.shared_reads import SharedReads
+from stores.redis.support import (
+    AnyPipeline,
+    LuaScript,
+    RedisClient,
+    journal_entries,
+    redis_available,
+    run_pipeline,
+    text,
+    timestamp_ms,
+    timestamp_us,
+    xread_streams,
+)
+
+# KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
+# journal max, task id, index ttl ms. The indexes are given on one Redis (`_run_indexed`).
+_CREATE = LuaScript(
+    """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
+           'state', ARGV[3], 'ms', ARGV[4], 'us', ARGV[5])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+for i = 3, #KEYS do
+  redis.call('ZADD', KEYS[i], ARGV[4], ARGV[8])
+  redis.call('PEXPIRE', KEYS[i], ARGV[9])
+end
+return 1
+"""
+)
+
+# KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
+# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
+# expected state (the five empty without a snapshot), task id, index ttl ms (both empty without
+# a snapshot), then the events (one, or a streamed answer's chunks that came while the previous
+# write was out). Returns the last event's position, 0 if there is no such task, -1 if the
+# task's state is not the expected one (a compare-and-set), -2 if the fence's holder and epoch
+# no longer hold the lease; nothing is written in those cases. A repeat of the last event id (a
+# retry after a lost reply) appends nothing and returns the first position. A fenced entry
+# carries the writer's epoch, so a journal shows who wrote it.
+_PUBLISH = LuaScript(
+    """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[3] ~= '' then
+  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
+  if last[1] == ARGV[3] then return tonumber(last[2]) end
+end
+if ARGV[4] ~= '' then
+  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
+  if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
+end
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
+local count = #ARGV - 12
+local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
+for i = 13, #ARGV do
+  pos = pos + 1
+  if ARGV[4] ~= '' then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i])
+  end
+end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
+             'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
+  for i = 4, #KEYS do
+    redis.call('ZADD', KEYS[i], 'XX', ARGV[8], ARGV[11])
+    redis.call('PEXPIRE', KEYS[i], ARGV[12])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return pos
+"""
+)
+_NO_SNAPSHOT = ("", "", "", "", "")
+_NO_INDEXES = ("", "")
+
+logger = logging.getLogger(__name__)
+
+_READ_TIMEOUT_MARGIN_S = 5.0
+# A reader that joined a read started by another one with a longer block stops waiting this long
+# after its own time is up (a silent connection is then found by the store check that follows).
+_JOIN_GRACE_S = 1.0
+
+
+class RedisTaskStore(TaskStore):
+    """Tasks and journals in Redis; every key expires `ttl_s` after the task's last event.
+
+    The list indexes expire after twice that: chunks refresh the task's TTL but not the indexes
+    (a chunk is one script call, nothing more), so an index outlives every task it names.
+    """
+
+    def __init__(
+        self,
+        client: RedisClient,
+        *,
+        prefix: str = "a2a",
+        ttl_s: int = 7 * 24 * 3600,
+        journal_max: int = 10_000,
+        read_client: RedisClient | None = None,
+        batcher: CommandBatcher | None = None,
+    ) -> None:
+        self._redis = client
+        self._read_redis = read_client or client
+        self._keys = RedisKeys(prefix)
+        self._ttl_ms = int(ttl_s * 1000)
+        self._index_ttl_ms = 2 * self._ttl_ms
+        self._journal_max = journal_max
+        # The writes of concurrent turns share round trips (shared with the other stores).
+        self._batcher = batcher or CommandBatcher(client)
+        # One Redis: the scripts that write a snapshot index the task too (`_run_indexed`).
+        self._indexed_in_scripts = isinstance(client, Redis)
+        # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
+        # per journal and position, shared by its readers (SharedReads).
+        self._mux = (
+            JournalMux(
+                self._read_redis, client, wake_key=partial(self._keys.wake, uuid.uuid4().hex)
+            )
+            if isinstance(self._read_redis, Redis) and isinstance(client, Redis)
+            else None
+        )
+        self._waits: SharedReads[builtins.list[JournalEntry]] = SharedReads()
+
+    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+        keys = [self._keys.task(owner, task.id), self._keys.journal(owner, task.id)]
+        stored = dump_task(task)
+        args = [
+            stored,
+            snapshot_event(stored),
+            *self._listing_fields(task),
+            self._ttl_ms,
+            self._journal_max,
+            task.id,
+            self._index_ttl_ms,
+        ]
+        with redis_available():
+            await self._run_indexed(_CREATE, keys, args, task, owner, add=True)
+        return TaskRecord(task=task, owner=owner, position=1, stored=stored)
+
+    async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
+        with redis_available():
+            key = self._keys.task(owner, task_id)
+            raw, position = await self._batcher.run_args("HMGET", key, "task", "pos")
+        if raw is None or position is None:
+            return None
+        try:
+            task = load_task(raw)
+            stored = raw if isinstance(raw, bytes) else raw.encode()
+            return TaskRecord(task=task, owner=owner, position=int(position), stored=stored)
+        except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
+            raise TaskUnreadable(task_id) from exc
+
+    async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
+        cursor = decode_cursor(query.page_token) if query.page_token else None
+        index = (
+            self._keys.owner_tasks(owner)
+            if query.context_id is None
+            else self._keys.context_tasks(owner, query.context_id)
+        )
+        after_us = timestamp_us(query.status_after) if query.status_after is not None else None
+        with redis_available():
+            task_ids = [text(member) for member in await self._redis.zrange(index, 0, -1)]
+
+            def fetch_fields(pipe: AnyPipeline) -> None:
+                for task_id in task_ids:
+                    pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us"])
+
+            fields = await run_pipeline(self._redis, fetch_fields) if task_ids else []
+            gone: list[str] = []
+            matching: list[tuple[int, str]] = []
+            for task_id, (state, ms, us) in zip(task_ids, fields, strict=True):
+                if state is None:
+                    gone.append(task_id)  # expired: skip it, and drop it from the index below
+                    continue
+                try:
+                    state_value, sort_key, status_us = text(state), int(ms), int(us)
+                except (TypeError, ValueError):
+                    _left_out(task_id, "its listing fields cannot be read")
+                    continue
+                if (query.state is None or state_value == query.state.value) and (
+                    after_us is None or status_us >= after_us
+                ):
+                    matching.append((sort_key, task_id))
+            matching.sort(reverse=True)
+            start = 0
+            if cursor is not None:
+                start = next(
+                    (i for i, sort_key in enumerate(matching) if sort_key < cursor), len(matching)
+                )
+            page = matching[start : start + query.page_size]
+
+            def fetch_page(pipe: AnyPipeline) -> None:
+                for _, task_id in page:
+                    pipe.hget(self._keys.task(owner, task_id), "task")
+                if gone:
+                    pipe.zrem(index, *gone)
+                    if query.context_id is not None:
+                        pipe.zrem(self._keys.owner_tasks(owner), *gone)
+
+            replies = await run_pipeline(self._redis, fetch_page) if page or gone else []
+        # A task that expired between the two round trips is left out of this page, and so is one
+        # that cannot be loaded (one bad record must not fail every client's list).
+        tasks: builtins.list[Task] = []
+        for (_, task_id), raw in zip(page, replies[: len(page)], strict=True):
+            if raw is None:
+                continue
+            try:
+                tasks.append(load_task(raw))
+            except (ValueError, RecursionError) as exc:
+                _left_out(task_id, f"its snapshot cannot be loaded ({type(exc).__name__})")
+        more = start + query.page_size < len(matching)
+        token = encode_cursor(*page[-1]) if more and page else ""
+        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
+
+    async def publish(
+        self,
+        task_id: str,
+        event: TaskEvent | bytes,
+        *,
+        owner: str,
+        snapshot: Task | None = None,
+        if_state: TaskState | None = None,
+        event_id: str | None = None,
+        fence: Fence | None = None,
+        snapshot_stored: bytes | None = None,
+        chunks: Sequence[bytes] = (),
+    ) -> int:
+        keys = self._publish_keys(owner, task_id)
+        events = [*chunks, dump_event(event)]
+        with redis_available():
+            if snapshot is None:
+                # The streaming hot path: one EVALSHA, in the next round trip out.
+                args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
+                position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+            else:
+                fields = (
+                    snapshot_stored if snapshot_stored is not None else dump_task(snapshot),
+                    *self._listing_fields(snapshot),
+                    if_state.value if if_state is not None else "",
+                )
+                indexes = (task_id, self._index_ttl_ms)
+                args = self._publish_args(events, event_id, fence, fields, indexes)
+                position = int(
+                    await self._run_indexed(_PUBLISH, keys, args, snapshot, owner, add=False)
+                )
+        return _published(position, task_id, fence=fence, if_state=if_state)
+
+    async def publish_chunks(
+        self,
+        task_id: str,
+        events: Sequence[bytes],
+        *,
+        owner: str,
+        event_id: str | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        keys = self._publish_keys(owner, task_id)
+        args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
+        with redis_available():
+            position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+        return _published(position, task_id, fence=fence)
+
+    def _publish_args(
+        self,
+        events: Sequence[bytes],
+        event_id: str | None,
+        fence: Fence | None,
+        snapshot: Sequence[Any],
+        indexes: Sequence[Any] = _NO_INDEXES,
+    ) -> builtins.list[Any]:
+        """`_PUBLISH`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`;
+        `indexes` the task id and the indexes' ttl when they are among the keys."""
+        holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
+        fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)
+        return [*fenced, *snapshot, *indexes, *events]
+
+    async def _run_indexed(
+        self,
+        script: LuaScript,
+        keys: builtins.list[str],
+        args: builtins.list[Any],
+        task: Task,
+        owner: str,
+        *,
+        add: bool,
+    ) -> Any:
+        """The script's reply, with the task indexed (`add`) or moved in the list indexes: by
+        the script itself on one Redis (given the index keys: four commands fewer), in the same
+        pipeline on a cluster (the indexes hash to other slots than the task)."""
+        if self._indexed_in_scripts:
+            indexed = [*keys, *self._index_keys(owner, task.context_id)]
+            return await self._batcher.run_script(script, indexed, args)
+
+        def build(pipe: AnyPipeline) -> None:
+            script.queue(pipe, keys, args)
+            self._queue_index(pipe, task, owner, add=add)
+
+        return (await self._batcher.run_pipeline(build, scripts=[script]))[0]
+
+    def _publish_keys(self, owner: str, task_id: str) -> builtins.list[str]:
+        return [
+            self._keys.task(owner, task_id),
+            self._keys.journal(owner, task_id),
+            self._keys.lease(owner, task_id),
+        ]
+
+    async def read(
+        self, task_id: str, *, owner: str, after: int, timeout_s: float
+    ) -> builtins.list[JournalEntry]:  # `list` is the method above, in this class body
+        journal = self._keys.journal(owner, task_id)
+        start = f"{max(after, 0)}-1"  # entry ids are "<position>-1": XREAD returns ids > start
+        with redis_available():
+            if timeout_s <= 0:
+                return _entries(await self._redis.xread({journal: start}))
+            key = (journal, start)
+            mux = self._mux
+            if mux is not None and (mux.waiting or len(self._waits)) and key not in self._waits:
+                return await mux.read(journal, max(after, 0), timeout_s)
+            # A reader alone reads for itself: one round trip, no hand-over from a shared read
+            # (a third more events/s for a single stream); readers of its journal at its position
+            # join that read. On a cluster every journal and position has a read of its own.
+            return await self._waits.read(
+                key,
+                lambda: self._blocking_read(journal, start, timeout_s),
+                timeout_s=timeout_s + _JOIN_GRACE_S,
+                nothing=[],
+            )
+
+    async def aclose(self) -> None:
+        """Stop the journal reader (the clients are the caller's to close)."""
+        if self._mux is not None:
+            await self._mux.aclose()
+
+    async def _blocking_read(
+        self, journal: str, start: str, timeout_s: float
+    ) -> builtins.list[JournalEntry]:
+        """It answers at once when entries are already there. (A task that does not exist just
+        waits out the timeout; readers check the task between reads.)"""
+        block_ms = max(1, int(timeout_s * 1000))
+        with redis_available():
+            try:
+                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
+                    found = await self._read_redis.xread({journal: start}, block=block_ms)
+            except TimeoutError as exc:  # the connection went silent: a cut, not a quiet journal
+                raise StoreUnavailable("Redis did not answer a blocking read") from exc
+            except ResponseError as exc:
+                if not str(exc).startswith("UNBLOCKED"):
+                    raise
+                # The shard's master became a replica (a failover): nothing was read; the next
+                # read is redirected (MOVED) to the new master, from the same position.
+                return []
+        return _entries(found)
+
+    def _listing_fields(self, task: Task) -> builtins.list[Any]:
+        moment = task.status.timestamp
+        return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
+
+    def _queue_index(self, pipe: AnyPipeline, task: Task, owner: str, *, add: bool) -> None:
+        """Index the task (create), or move it (publish: XX, so a publish that finds no task,
+        e.g. another owner's, leaves no entry behind)."""
+        score = timestamp_ms(task.status.timestamp)
+        for index in self._index_keys(owner, task.context_id):
+            pipe.zadd(index, {task.id: score}, xx=not add)
+            pipe.pexpire(index, self._index_ttl_ms)
+
+    def _index_keys(self, owner: str, context_id: str) -> builtins.list[str]:
+        return [self._keys.owner_tasks(owner), self._keys.context_tasks(owner, context_id)]
+
+
+def _left_out(task_id: str, why: str) -> None:
+    logger.warning("task_id=<%s> | left out of a task list: %s", task_id, why)
+
+
+def _entries(reply: Any) -> list[JournalEntry]:
+    """XREAD's reply for one journal as journal entries."""
+    return [entry for _, raw in xread_streams(reply) for entry in journal_entries(raw)]
+
+
+def _published(
+    position: int, task_id: str, *, fence: Fence | None, if_state: TaskState | None = None
+) -> int:
+    """A publish script's reply: the position, or what refused the write."""
+    if position == 0:
+        raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+    if position == -2:
+        assert fence is not None
+        raise LeaseLost(task_id, fence)
+    if position < 0:
+        raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
+    return position
