@@ -19,6 +19,9 @@ import orjson
 
 from app.errors import InvalidParamsError, JSONParseError, UnsupportedMediaTypeError
 
+JsonObject = dict[str, Any]
+"""A JSON object as parsed: the currency of the protocol layer (params, results, bodies)."""
+
 _BOM = b"\xef\xbb\xbf"  # tolerated at the start (RFC 8259 section 8.1 allows ignoring it)
 _PATH_SHOWN = 8  # path components named in a depth error; deeper ones are elided
 _KEY_SHOWN = 64  # characters of one object key named in a depth error
