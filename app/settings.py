@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
+from agent.errors import HookFailureMode, ToolFailureMode
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
 
@@ -88,7 +89,7 @@ class Settings(BaseSettings):
         5, ge=1, description="Tool calls of one model response run at most this many at a time."
     )
     agent_tool_timeout_s: float = Field(30.0, gt=0, description="Timeout of one tool call.")
-    agent_tool_failure_mode: Literal["continue", "fail"] = Field(
+    agent_tool_failure_mode: ToolFailureMode = Field(
         "continue", description="On a tool error: let the model see it and go on, or fail the turn."
     )
     agent_max_consecutive_tool_errors: int = Field(
@@ -108,7 +109,7 @@ class Settings(BaseSettings):
         default_factory=list,
         description="Comma-separated tool names a human must approve before each call.",
     )
-    agent_hook_failure_mode: Literal["fail", "warn"] = Field(
+    agent_hook_failure_mode: HookFailureMode = Field(
         "fail", description="A hook that raises fails the turn, or is logged and ignored."
     )
     agent_history_max_messages: int = Field(
