@@ -55,7 +55,7 @@ def parse_json(body: bytes) -> Any:
 
 def render_json(payload: Any) -> bytes:
     """`payload` as compact JSON text in UTF-8 (non-ASCII characters as they are), written by
-    orjson: the stdlib encoder was a twentieth of a SendMessage's CPU. What orjson refuses
+    orjson: rendering is on every request's path (bench/RESULTS.md). What orjson refuses
     (an integer beyond 64 bits, text with a lone surrogate, which only a model's output could
     hold) is written by the stdlib instead, every non-ASCII character escaped: still valid JSON.
     """
