@@ -16,6 +16,7 @@ from typing import Any
 from opentelemetry.trace import StatusCode
 
 from agent.context import TurnContext
+from agent.errors import ToolFailureMode
 from agent.events import (
     AgentEvent,
     CheckpointReached,
@@ -91,7 +92,7 @@ class AgentLoop:
         system_prompt: str | None = None,
         max_iterations: int = 10,
         hooks: HookChain | None = None,
-        tool_failure_mode: str = "continue",
+        tool_failure_mode: ToolFailureMode = "continue",
         max_consecutive_tool_errors: int = 3,
         ask_user_tool: bool = True,
         finish_tool: bool = True,

@@ -1,8 +1,10 @@
-"""One guard for every request this server sends: push webhooks, remote agents, fetched files.
+"""The guard for requests to URLs a client chose (today: push webhooks), against SSRF.
 
-A URL chosen by a client must not make the server reach what only the server can reach (SSRF):
-its own loopback, the cluster's private network, a cloud metadata endpoint (169.254.169.254).
-`outbound_client` returns an httpx client whose every connection is checked where it is made:
+A URL chosen by a client must not make the server reach what only the server can reach: its own
+loopback, the cluster's private network, a cloud metadata endpoint (169.254.169.254). URLs the
+operator configured (remote agents, MCP servers, the JWKS) do not pass through the guard: they
+may be on the private network on purpose. `outbound_client` returns an httpx client whose every
+connection is checked where it is made:
 
 - the host is resolved once (an IP literal is taken as it is: no DNS), and the connection goes to
   the first address the policy permits, by address: the name cannot resolve differently between
@@ -32,6 +34,11 @@ IPAddress = ipaddress.IPv4Address | ipaddress.IPv6Address
 IPNetwork = ipaddress.IPv4Network | ipaddress.IPv6Network
 Resolver = Callable[[str, int], Awaitable[list[str]]]
 """Host and port -> the addresses to try, in order (the default asks the system's resolver)."""
+
+DEFAULT_TIMEOUT_S = 10.0
+"""Of each phase of a guarded request (A2A_OUTBOUND_TIMEOUT_S's default)."""
+DEFAULT_MAX_RESPONSE_BYTES = 10 * 1024 * 1024
+"""Of a guarded response's body (A2A_OUTBOUND_MAX_RESPONSE_BYTES' default)."""
 
 _SHARED = ipaddress.IPv4Network("100.64.0.0/10")  # carrier-grade NAT (RFC 6598)
 _NAT64 = ipaddress.IPv6Network("64:ff9b::/96")  # well-known NAT64 prefix (RFC 6052)
@@ -355,8 +362,8 @@ class GuardedTransport(httpx.AsyncBaseTransport):
 def outbound_client(
     policy: OutboundPolicy,
     *,
-    timeout_s: float = 10.0,
-    max_response_bytes: int = 10 * 1024 * 1024,
+    timeout_s: float = DEFAULT_TIMEOUT_S,
+    max_response_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
     follow_redirects: bool = False,
     max_redirects: int = 3,
     resolver: Resolver = system_resolver,

@@ -16,6 +16,7 @@ from collections.abc import AsyncIterator
 from opentelemetry.trace import StatusCode
 
 from agent.context import TurnContext
+from agent.errors import AgentError
 from agent.events import (
     AgentEvent,
     ArtifactProduced,
@@ -37,7 +38,7 @@ from stores.models import ChatMessage, ToolCall
 RESULT_SHOWN = 2000  # characters of a tool's result its finish event carries (for clients)
 
 
-class ToolRoundFailed(Exception):
+class ToolRoundFailed(AgentError):
     """The round ends the turn (a tool failed under AGENT_TOOL_FAILURE_MODE=fail, or the circuit
     breaker tripped, or a tool rejected the task); the message says why."""
 

@@ -1,5 +1,8 @@
 """The wire-facing error tree: each error class is one row of the table that maps it to its
-JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the REST binding."""
+JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the REST binding.
+
+An error renders its own two bodies (`rest_body`, `jsonrpc_error`); which one a response carries
+is chosen in one place, app.a2a.responses.error_response."""
 
 from __future__ import annotations
 
@@ -43,6 +46,26 @@ class A2AError(Exception):
                 "metadata": self.metadata,
             }
         ]
+
+    def rest_body(self, *, http_status: int | None = None) -> dict[str, Any]:
+        """The HTTP+JSON (AIP-193) error body; `http_status` when the response's status is not
+        the error's own (a framework error mapped onto the nearest A2A error)."""
+        return {
+            "error": {
+                "code": http_status or self.http_status,
+                "status": self.status,
+                "message": self.message,
+                "details": self.details(),
+            }
+        }
+
+    def jsonrpc_error(self, request_id: str | int | None) -> dict[str, Any]:
+        """The JSON-RPC 2.0 response carrying this error, answering `request_id`."""
+        return {
+            "jsonrpc": "2.0",
+            "id": request_id,
+            "error": {"code": self.code, "message": self.message, "data": self.details()},
+        }
 
 
 class JSONParseError(A2AError):

@@ -16,8 +16,8 @@ from urllib.parse import urlsplit
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
-from starlette.responses import JSONResponse, Response
-from starlette.types import ASGIApp, Scope
+from starlette.responses import JSONResponse
+from starlette.types import ASGIApp
 
 from agent.agent import Agent
 from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
@@ -38,19 +38,18 @@ from agent.tools.function import FunctionTool, load_tool_functions
 from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
 from agent.tools.toolbox import Toolbox
 from app.a2a.card import AgentCardEndpoint, build_extended_card, card_base_url, package_version
-from app.a2a.jsonrpc import JsonRpcBinding, error_payload
+from app.a2a.jsonrpc import JsonRpcBinding
 from app.a2a.limits import RequestLimits
 from app.a2a.openapi import build_openapi
 from app.a2a.operations import Operations
 from app.a2a.rest import RestBinding, framework_error
 from app.a2a.v0_3.rest import RestV03Binding
 from app.console_routes import console_routes
-from app.errors import A2AError
 from app.handler import RequestHandler
 from app.http.asgi import ServerApp
 from app.http.auth import build_authenticator, is_loopback_host
 from app.http.edge import Edge
-from app.http.guard import default_error_response, guard
+from app.http.guard import guard
 from app.ops.logs import log_malformed_http_at_debug, one_line_per_request
 from app.ops.metrics import Metrics
 from app.ops.telemetry import instrument, start_metrics, start_tracing, stop_metrics, stop_tracing
@@ -166,18 +165,8 @@ def build_rate_limiter(settings: Settings, stores: StoreSet) -> RateLimiter | No
     return stores.rate_limiter(RateLimit.parse(settings.a2a_rate_limit))
 
 
-def _guard_error_response(scope: Scope, error: A2AError) -> Response:
-    """A refusal by the HTTP guard in the shape of the binding the client speaks: a JSON-RPC
-    error at `POST /`, an AIP-193 body everywhere else (both with the HTTP status)."""
-    if scope.get("path") == "/" and scope.get("method") == "POST":
-        return JSONResponse(
-            error_payload(None, error), error.http_status, headers=error.http_headers()
-        )
-    return default_error_response(scope, error)
-
-
 def _guarded(app: ASGIApp, *, settings: Settings) -> ASGIApp:
-    return guard(app, settings, respond=_guard_error_response)
+    return guard(app, settings)
 
 
 def create_app(

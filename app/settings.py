@@ -1,38 +1,32 @@
-"""Settings: the only place the environment is read. Each field is the env var of the same name."""
+"""Settings: the only place the environment is read. Each field is the env var of the same name.
+
+The fields are the README's configuration table, in its order (`configuration_table` renders it,
+and a test keeps the two equal); how a value is parsed and checked is its type (settings_fields).
+"""
 
 from __future__ import annotations
 
-import json
-from pathlib import Path
-from typing import Annotated, Any, Literal
+from typing import Any, Literal
 
-from pydantic import Field, SecretStr, field_validator
-from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings, SettingsConfigDict
 
-from agent.outbound import OutboundPolicy
-from stores.rate_limit import RateLimit
-
-
-def extended_card_fields(value: str) -> dict[str, Any]:
-    """A2A_EXTENDED_CARD as an object: inline JSON (it starts with `{` or `[`), else a file path."""
-    text = value
-    if not value.lstrip().startswith(("{", "[")):
-        try:
-            text = Path(value).read_text(encoding="utf-8")
-        except OSError as exc:
-            raise ValueError(f"cannot read the extended card file {value!r}: {exc}") from exc
-    try:
-        fields = json.loads(text)
-    except json.JSONDecodeError as exc:
-        raise ValueError(f"the extended card is not valid JSON: {exc}") from exc
-    if not isinstance(fields, dict):
-        raise ValueError("the extended card must be a JSON object")
-    return fields
+from agent.errors import HookFailureMode, ToolFailureMode
+from agent.outbound import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from app.settings_fields import (
+    CommaList,
+    ExtendedCard,
+    OutboundAllowList,
+    RateLimitSpec,
+    RedisUrl,
+    extended_card_fields,
+)
 
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
 
+    # --- the server and its card
     a2a_host: str = Field("127.0.0.1", description="Address the server binds to.")
     a2a_port: int = Field(8000, ge=0, le=65535, description="Port the server listens on.")
     a2a_public_url: str | None = Field(
@@ -45,7 +39,7 @@ class Settings(BaseSettings):
         description="Behind a reverse proxy: take the card's URL from `X-Forwarded-Proto`,"
         " `-Host` and `-Prefix`, and the scheme and client address from the proxy's headers.",
     )
-    a2a_extended_card: str | None = Field(
+    a2a_extended_card: ExtendedCard = Field(
         None,
         description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
         " the public card for authenticated callers (its `skills` are added to the public ones).",
@@ -55,6 +49,8 @@ class Settings(BaseSettings):
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
         " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
     )
+
+    # --- the agent: prompt, tools, hooks
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
         "A helpful assistant that can use tools.",
@@ -67,7 +63,7 @@ class Settings(BaseSettings):
     agent_max_iterations: int = Field(
         10, ge=1, description="Model calls per turn before the task fails."
     )
-    agent_tools: Annotated[list[str], NoDecode] = Field(
+    agent_tools: CommaList = Field(
         default_factory=list,
         description="Comma-separated `module:attribute` references to tool functions (or lists).",
     )
@@ -88,7 +84,7 @@ class Settings(BaseSettings):
         5, ge=1, description="Tool calls of one model response run at most this many at a time."
     )
     agent_tool_timeout_s: float = Field(30.0, gt=0, description="Timeout of one tool call.")
-    agent_tool_failure_mode: Literal["continue", "fail"] = Field(
+    agent_tool_failure_mode: ToolFailureMode = Field(
         "continue", description="On a tool error: let the model see it and go on, or fail the turn."
     )
     agent_max_consecutive_tool_errors: int = Field(
@@ -100,20 +96,22 @@ class Settings(BaseSettings):
     agent_finish_tool: bool = Field(
         True, description="Offer the model the `finish(result)` tool that ends the turn."
     )
-    agent_hooks: Annotated[list[str], NoDecode] = Field(
+    agent_hooks: CommaList = Field(
         default_factory=list,
         description="Comma-separated `module:attribute` references to Hooks instances or classes.",
     )
-    agent_tools_requiring_approval: Annotated[list[str], NoDecode] = Field(
+    agent_tools_requiring_approval: CommaList = Field(
         default_factory=list,
         description="Comma-separated tool names a human must approve before each call.",
     )
-    agent_hook_failure_mode: Literal["fail", "warn"] = Field(
+    agent_hook_failure_mode: HookFailureMode = Field(
         "fail", description="A hook that raises fails the turn, or is logged and ignored."
     )
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
+
+    # --- the model
     llm_model: str | None = Field(
         None,
         description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model;"
@@ -137,7 +135,9 @@ class Settings(BaseSettings):
     llm_num_retries: int = Field(
         2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
     )
-    redis_url: str | None = Field(
+
+    # --- stores
+    redis_url: RedisUrl = Field(
         None,
         description="Redis URL (`redis://` or `rediss://`; a cluster:"
         " `redis+cluster://host:port,host:port`); unset = in-memory stores.",
@@ -156,6 +156,8 @@ class Settings(BaseSettings):
     task_ttl_s: int = Field(
         7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
     )
+
+    # --- capacity: what one replica runs and accepts
     a2a_max_running_turns: int = Field(
         256,
         ge=1,
@@ -209,6 +211,8 @@ class Settings(BaseSettings):
         ge=1,
         description="Turns of one principal running at once on this replica (503 beyond).",
     )
+
+    # --- connections and shutdown
     a2a_shutdown_grace_s: float = Field(
         20.0,
         gt=0,
@@ -260,6 +264,8 @@ class Settings(BaseSettings):
         gt=0,
         description="A Redis command without an answer after this long fails (store unavailable).",
     )
+
+    # --- callers: authentication, rate, hosts, origins
     a2a_auth: Literal["auto", "none"] = Field(
         "auto",
         description="`auto`: require the credentials configured below (with none configured, only"
@@ -279,7 +285,7 @@ class Settings(BaseSettings):
     a2a_jwt_audience: str | None = Field(
         None, description="The `aud` bearer JWTs must have (required with A2A_JWT_JWKS_URL)."
     )
-    a2a_rate_limit: str | None = Field(
+    a2a_rate_limit: RateLimitSpec = Field(
         None,
         description="Requests per principal, e.g. `60/minute` (a token bucket, in Redis when"
         " REDIS_URL is set: 429 beyond); unset = no limit.",
@@ -289,27 +295,33 @@ class Settings(BaseSettings):
         ge=1024,
         description="Largest request body in bytes; a larger one gets 413 before it is read.",
     )
-    a2a_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+    a2a_allowed_hosts: CommaList = Field(
         default_factory=list,
         description="Comma-separated `Host` names served (`*.example.com`, `*` = any); unset ="
         " the public URL's host, plus loopback names when bound to loopback (bound elsewhere"
         " without a public URL: any). IP addresses always pass.",
     )
-    a2a_cors_origins: Annotated[list[str], NoDecode] = Field(
+    a2a_cors_origins: CommaList = Field(
         default_factory=list,
         description="Comma-separated browser origins allowed to call the server (CORS); unset ="
         " none.",
     )
-    a2a_outbound_allow: Annotated[list[str], NoDecode] = Field(
+
+    # --- outgoing requests and push notifications
+    a2a_outbound_allow: OutboundAllowList = Field(
         default_factory=list,
         description="Comma-separated networks (CIDR) or host names outgoing requests may reach"
         " although loopback, private or link-local (refused otherwise).",
     )
     a2a_outbound_timeout_s: float = Field(
-        10.0, gt=0, description="Timeout of each phase of an outgoing request (connect, read)."
+        DEFAULT_TIMEOUT_S,
+        gt=0,
+        description="Timeout of each phase of an outgoing request (connect, read).",
     )
     a2a_outbound_max_response_bytes: int = Field(
-        10 * 1024 * 1024, ge=1, description="Largest response body an outgoing request accepts."
+        DEFAULT_MAX_RESPONSE_BYTES,
+        ge=1,
+        description="Largest response body an outgoing request accepts.",
     )
     a2a_console: bool = Field(
         True, description="Serve the web console at `/console` (static, same origin, strict CSP)."
@@ -317,7 +329,7 @@ class Settings(BaseSettings):
     a2a_push_notifications: bool = Field(
         True, description="Offer push notifications (webhooks); false: every push call is -32003."
     )
-    a2a_push_allowed_hosts: Annotated[list[str], NoDecode] = Field(
+    a2a_push_allowed_hosts: OutboundAllowList = Field(
         default_factory=list,
         description="Comma-separated host names or networks (CIDR) webhooks may reach although"
         " loopback, private, link-local or CGNAT (added to A2A_OUTBOUND_ALLOW for webhooks).",
@@ -331,6 +343,8 @@ class Settings(BaseSettings):
     a2a_push_timeout_s: float = Field(
         10.0, gt=0, description="Timeout of each phase of one webhook request (connect, read)."
     )
+
+    # --- logs and telemetry
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
     log_format: Literal["text", "json"] = Field(
         "text", description="Log lines as text, or one JSON object per line (`json`)."
@@ -346,53 +360,6 @@ class Settings(BaseSettings):
     otel_exporter_otlp_metrics_endpoint: str | None = Field(
         None, description="OTLP/HTTP URL for metrics only (full path, e.g. `.../v1/metrics`)."
     )
-
-    @field_validator(
-        "agent_tools",
-        "agent_hooks",
-        "agent_tools_requiring_approval",
-        "a2a_allowed_hosts",
-        "a2a_cors_origins",
-        "a2a_outbound_allow",
-        "a2a_push_allowed_hosts",
-        mode="before",
-    )
-    @classmethod
-    def _split_references(cls, value: object) -> object:
-        if isinstance(value, str):
-            return [item.strip() for item in value.split(",") if item.strip()]
-        return value
-
-    @field_validator("redis_url")
-    @classmethod
-    def _redis_scheme(cls, value: str | None) -> str | None:
-        schemes = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
-        if value and not value.startswith(schemes):
-            raise ValueError(
-                "REDIS_URL must start with redis://, rediss://, redis+cluster:// or"
-                " rediss+cluster://"
-            )
-        return value
-
-    @field_validator("a2a_outbound_allow", "a2a_push_allowed_hosts")
-    @classmethod
-    def _outbound_allow_entries(cls, value: list[str]) -> list[str]:
-        OutboundPolicy.parse(value)  # raises ValueError naming the entry that is neither form
-        return value
-
-    @field_validator("a2a_extended_card")
-    @classmethod
-    def _extended_card_readable(cls, value: str | None) -> str | None:
-        if value:
-            extended_card_fields(value)  # raises ValueError saying what is wrong with it
-        return value
-
-    @field_validator("a2a_rate_limit")
-    @classmethod
-    def _rate_limit_format(cls, value: str | None) -> str | None:
-        if value is not None:
-            RateLimit.parse(value)  # raises ValueError with the accepted forms
-        return value
 
     @property
     def public_url(self) -> str | None:

@@ -7,6 +7,7 @@ from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from agent.errors import AgentError
 from agent.events import Usage
 from stores.models import ToolCall
 
@@ -14,7 +15,7 @@ if TYPE_CHECKING:
     from agent.context import TurnContext
 
 
-class LLMError(Exception):
+class LLMError(AgentError):
     """The model call failed; `transient` errors were already retried by the adapter.
 
     The message is what the client sees in the task's status: a short classified text, never

@@ -24,9 +24,9 @@ from starlette.responses import Response
 
 from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
-from app.a2a.jsonrpc import requested_generation
+from app.a2a.limits import SUPPORTED_INPUT_MODES
 from app.a2a.v0_3.card import with_v03_fields
-from app.handler import SUPPORTED_INPUT_MODES
+from app.a2a.versions import requested_generation, requested_version
 from app.http.auth import card_security
 from app.settings import Settings
 
@@ -213,7 +213,7 @@ class AgentCardEndpoint:
 
     async def __call__(self, request: Request) -> Response:
         url = card_base_url(self._settings, request)
-        version = request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
+        version = requested_version(request)
         asks_for_v1 = version is not None and requested_generation(version) == "1.0"
         with_v03 = self._settings.a2a_card_v03 and not asks_for_v1
         body, headers = self._card(url, with_v03=with_v03)

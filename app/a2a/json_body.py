@@ -19,6 +19,9 @@ import orjson
 
 from app.errors import InvalidParamsError, JSONParseError, UnsupportedMediaTypeError
 
+JsonObject = dict[str, Any]
+"""A JSON object as parsed: the currency of the protocol layer (params, results, bodies)."""
+
 _BOM = b"\xef\xbb\xbf"  # tolerated at the start (RFC 8259 section 8.1 allows ignoring it)
 _PATH_SHOWN = 8  # path components named in a depth error; deeper ones are elided
 _KEY_SHOWN = 64  # characters of one object key named in a depth error
@@ -52,7 +55,7 @@ def parse_json(body: bytes) -> Any:
 
 def render_json(payload: Any) -> bytes:
     """`payload` as compact JSON text in UTF-8 (non-ASCII characters as they are), written by
-    orjson: the stdlib encoder was a twentieth of a SendMessage's CPU. What orjson refuses
+    orjson: rendering is on every request's path (bench/RESULTS.md). What orjson refuses
     (an integer beyond 64 bits, text with a lone surrogate, which only a model's output could
     hold) is written by the stdlib instead, every non-ASCII character escaped: still valid JSON.
     """

@@ -17,10 +17,17 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app.a2a.binding import Binding
-from app.a2a.json_body import check_depth, check_json_media_type, parse_json, render_json
-from app.a2a.operations import JsonObject
+from app.a2a.json_body import (
+    JsonObject,
+    check_depth,
+    check_json_media_type,
+    parse_json,
+    render_json,
+)
+from app.a2a.rpc import Entries, JsonId, Method
 from app.a2a.sse import JournalStream, frame
 from app.a2a.v0_3.jsonrpc import v03_methods
+from app.a2a.versions import check_version, generation_of
 from app.a2a.wire import render_entry
 from app.call_context import CallContext
 from app.errors import (
@@ -30,7 +37,6 @@ from app.errors import (
     InvalidRequestError,
     JSONParseError,
     MethodNotFoundError,
-    VersionNotSupportedError,
     as_a2a_error,
 )
 from app.ops.metrics import RequestRecord
@@ -38,60 +44,9 @@ from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)
 
-JsonId = str | int | None
-Method = Callable[[JsonObject, JsonId, CallContext], Awaitable[Response]]
-
 # A notification gets no answer, so a streaming method runs as its one-shot form (same effect: the
 # task is started, or looked up), and a send does not wait for the task to settle.
 _NOTIFIED_AS = {"SendStreamingMessage": "SendMessage", "SubscribeToTask": "GetTask"}
-
-
-def generation_of(method_name: str) -> str:
-    """0.3 methods are `category/action`; 1.0 methods are PascalCase."""
-    return "0.3" if "/" in method_name else "1.0"
-
-
-def error_payload(request_id: JsonId, error: A2AError) -> JsonObject:
-    return {
-        "jsonrpc": "2.0",
-        "id": request_id,
-        "error": {"code": error.code, "message": error.message, "data": error.details()},
-    }
-
-
-SERVED_VERSIONS = ("1.0", "0.3")
-
-
-def requested_generation(version: str) -> str | None:
-    """The generation we serve for an `A2A-Version` value (`1.2` is served as 1.0), or None."""
-    major, _, minor = version.strip().partition(".")
-    if major == "1":
-        return "1.0"
-    if major == "0" and minor.split(".")[0] == "3":
-        return "0.3"
-    return None
-
-
-def check_version(request: Request, generation: str = "1.0") -> None:
-    """A2A-Version, when present, must name the generation of the method or route called: a
-    0.3 method (`message/send`, `/v1/...`) under `1.0`, or the reverse, is a version this
-    method does not serve (-32009). Absent, the method's own generation is used (0.3 clients
-    send no header; a 1.0 name without it is served leniently as 1.0)."""
-    version = request.headers.get("a2a-version") or request.query_params.get("A2A-Version")
-    if not version:
-        return
-    requested = requested_generation(version)
-    if requested is None:
-        raise VersionNotSupportedError(
-            f"A2A version {version!r} is not supported; this agent speaks "
-            + " and ".join(SERVED_VERSIONS),
-            requestedVersion=version,
-        )
-    if requested != generation:
-        raise VersionNotSupportedError(
-            f"A2A-Version {version!r} was requested, but this method is A2A {generation}",
-            requestedVersion=version,
-        )
 
 
 def _request_id(payload: JsonObject) -> JsonId:
@@ -148,7 +103,7 @@ class JsonRpcBinding(Binding):
             "ListTaskPushNotificationConfigs": self._unary(operations.list_push_configs),
             "DeleteTaskPushNotificationConfig": self._unary(operations.delete_push_config),
             "GetExtendedAgentCard": self._unary(operations.extended_card),
-            **v03_methods(operations, self._result, self._stream),
+            **v03_methods(operations, self),
         }
 
     async def __call__(self, request: Request) -> Response:
@@ -200,7 +155,7 @@ class JsonRpcBinding(Binding):
             # Headers too: an overload's Retry-After is worth as much on JSON-RPC as on REST;
             # and a refusal at the edge (401, 415, 429) keeps its HTTP status.
             status_code = error.http_status if isinstance(error, EDGE_ERRORS) else 200
-            return _response(error_payload(request_id, error), error.http_headers(), status_code)
+            return _response(error.jsonrpc_error(request_id), error.http_headers(), status_code)
 
     async def _notify(self, name: str, params: JsonObject, context: CallContext) -> None:
         """Run a notification for its effect; its result (or stream) goes nowhere."""
@@ -242,34 +197,36 @@ class JsonRpcBinding(Binding):
         """A method with one JSON result: params in, the operation's result out."""
 
         async def method(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:
-            return self._result(request_id, await operation(params, context=context))
+            return self.result(request_id, await operation(params, context=context))
 
         return method
 
+    # The Responder the method tables answer through (app.a2a.rpc).
+
     @staticmethod
-    def _result(request_id: JsonId, result: Any) -> Response:
+    def result(request_id: JsonId, result: Any) -> Response:
         return _response({"jsonrpc": "2.0", "id": request_id, "result": result})
 
     async def _send_message(
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         result = await self._operations.send_message(params, context=context)
-        return self._result(request_id, result)
+        return self.result(request_id, result)
 
     async def _send_streaming_message(
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.stream_message(params, context=context)
-        return self._stream(request_id, entries, render_entry)
+        return self.stream(request_id, entries, render_entry)
 
     async def _subscribe_to_task(
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.subscribe(params, context=context)
-        return self._stream(request_id, entries, render_entry)
+        return self.stream(request_id, entries, render_entry)
 
-    def _stream(
-        self, request_id: JsonId, entries: Any, render: Callable[[JournalEntry], bytes]
+    def stream(
+        self, request_id: JsonId, entries: Entries, render: Callable[[JournalEntry], bytes]
     ) -> Response:
         frames = _ResponseFrames(request_id, render)
         return JournalStream(
@@ -292,4 +249,4 @@ class _ResponseFrames:
         return self._head + self._render(entry) + b"}"
 
     def error(self, error: A2AError) -> bytes:
-        return frame(render_json(error_payload(self._request_id, error)))
+        return frame(render_json(error.jsonrpc_error(self._request_id)))

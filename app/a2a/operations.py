@@ -16,7 +16,9 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 from agent.outbound import OutboundPolicy
+from app.a2a.json_body import JsonObject
 from app.a2a.limits import RequestLimits
+from app.a2a.versions import Generation
 from app.a2a.wire import (
     ListTasksParams,
     PushConfigParams,
@@ -52,7 +54,6 @@ from stores.models import (
 logger = logging.getLogger(__name__)
 
 ParamsT = TypeVar("ParamsT", bound=BaseModel)
-JsonObject = dict[str, Any]
 
 
 def parse(model: type[ParamsT], params: JsonObject, limits: RequestLimits | None = None) -> ParamsT:
@@ -185,7 +186,7 @@ class Operations:
         """The extended card at a base URL (with the 0.3 members or not), or None."""
 
     async def create_push_config(
-        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+        self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
     ) -> JsonObject:
         """Register a webhook for the caller's task (its events are POSTed as they happen)."""
         pushes = self._pushes()  # -32003 before anything else is looked at, when push is off
@@ -207,42 +208,44 @@ class Operations:
         return render_push_config(config)
 
     async def get_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
-        pushes = self._pushes()
-        parsed = parse(PushConfigRefParams, params, self._limits)
-        await self._handler.get_task(parsed.task_id, owner=context.owner)
-        if not parsed.id:
-            raise InvalidParamsError("id (the config's) is required", field="id")
-        config = await pushes.get(parsed.task_id, parsed.id, owner=context.owner)
+        pushes, task_id, config_id = await self._push_target(params, context, need_id=True)
+        config = await pushes.get(task_id, config_id, owner=context.owner)
         if config is None:
             raise TaskNotFoundError(
-                f"Task {parsed.task_id!r} has no push notification config {parsed.id!r}",
-                taskId=parsed.task_id,
+                f"Task {task_id!r} has no push notification config {config_id!r}", taskId=task_id
             )
         return render_push_config(config)
 
     async def list_push_configs(self, params: JsonObject, *, context: CallContext) -> JsonObject:
-        pushes = self._pushes()
-        parsed = parse(PushConfigRefParams, params, self._limits)
-        await self._handler.get_task(parsed.task_id, owner=context.owner)
-        configs = await pushes.list(parsed.task_id, owner=context.owner)
+        pushes, task_id, _ = await self._push_target(params, context, need_id=False)
+        configs = await pushes.list(task_id, owner=context.owner)
         return {"configs": [render_push_config(config) for config in configs], "nextPageToken": ""}
 
     async def delete_push_config(self, params: JsonObject, *, context: CallContext) -> JsonObject:
         """Idempotent: deleting a config that is not there (any more) succeeds."""
+        pushes, task_id, config_id = await self._push_target(params, context, need_id=True)
+        await pushes.delete(task_id, config_id, owner=context.owner)
+        return {}
+
+    async def _push_target(
+        self, params: JsonObject, context: CallContext, *, need_id: bool
+    ) -> tuple[PushConfigStore, str, str]:
+        """The store, task id and config id ("" when not `need_id`) a push-config read or delete
+        names, in the order its errors are owed: push off (-32003), bad params, no such task
+        (the caller's), then a missing config id."""
         pushes = self._pushes()
         parsed = parse(PushConfigRefParams, params, self._limits)
         await self._handler.get_task(parsed.task_id, owner=context.owner)
-        if not parsed.id:
+        if need_id and not parsed.id:
             raise InvalidParamsError("id (the config's) is required", field="id")
-        await pushes.delete(parsed.task_id, parsed.id, owner=context.owner)
-        return {}
+        return pushes, parsed.task_id, parsed.id or ""
 
     def _pushes(self) -> PushConfigStore:
         if self._push_store is None:
             raise PushNotificationNotSupportedError(_NO_PUSH)
         return self._push_store
 
-    def _push_config(self, parsed: PushConfigParams, *, generation: str) -> PushConfig:
+    def _push_config(self, parsed: PushConfigParams, *, generation: Generation) -> PushConfig:
         check_push_url(parsed.url, self._push_policy)
         if parsed.id is not None:
             check_id("id", parsed.id)
@@ -267,7 +270,7 @@ class Operations:
         params: JsonObject,
         *,
         context: CallContext,
-        generation: str = "1.0",
+        generation: Generation = "1.0",
     ) -> JsonObject:
         """The extended card (A2A_EXTENDED_CARD) at the URL the caller used, in the caller's
         generation (a 0.3 caller gets the 0.3 members too). When there is none: in 1.0, where the
@@ -284,7 +287,7 @@ class Operations:
         return card
 
     async def send_message(
-        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+        self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
     ) -> JsonObject:
         parsed = parse(SendMessageParams, params, self._limits)
         reply = await self._handler.send_message(
@@ -298,7 +301,7 @@ class Operations:
         return {"task": render_task(reply.task, history_length=history_length)}
 
     async def stream_message(
-        self, params: JsonObject, *, context: CallContext, generation: str = "1.0"
+        self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
     ) -> AsyncIterator[list[JournalEntry] | None]:
         parsed = parse(SendMessageParams, params, self._limits)
         return await self._handler.stream_message(
@@ -306,7 +309,7 @@ class Operations:
         )
 
     def _send_request(
-        self, params: SendMessageParams, context: CallContext, generation: str
+        self, params: SendMessageParams, context: CallContext, generation: Generation
     ) -> SendRequest:
         _check_message_ids(params)
         configuration = params.configuration

@@ -9,30 +9,20 @@ speaking: a JSON-RPC error under `/`, an AIP-193 body everywhere else.
 from __future__ import annotations
 
 import logging
-from collections.abc import Awaitable, Callable, Mapping
-from typing import Any
+from collections.abc import AsyncIterator, Awaitable, Callable
 
 from starlette.exceptions import HTTPException
-from starlette.requests import ClientDisconnect, Request
+from starlette.requests import Request
 from starlette.responses import Response
 from starlette.routing import Route
 
 from app.a2a.binding import Binding
-from app.a2a.json_body import check_depth, check_json_media_type, parse_json, render_json
-from app.a2a.jsonrpc import check_version, error_payload
-from app.a2a.operations import JsonObject
-from app.a2a.sse import JournalStream, frame
+from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
+from app.a2a.json_body import JsonObject
+from app.a2a.responses import error_response, json_response
 from app.a2a.wire import render_entry
 from app.call_context import CallContext
-from app.errors import (
-    A2AError,
-    InvalidParamsError,
-    MethodNotFoundError,
-    as_a2a_error,
-    http_error,
-)
-from app.http.edge import Edge
-from app.ops.metrics import Metrics, RequestRecord
+from app.errors import MethodNotFoundError, http_error
 from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)
@@ -46,17 +36,6 @@ LIST_QUERY = (
     "statusTimestampAfter",
     "includeArtifacts",
 )
-
-
-def error_body(error: A2AError, *, http_status: int | None = None) -> JsonObject:
-    return {
-        "error": {
-            "code": http_status or error.http_status,
-            "status": error.status,
-            "message": error.message,
-            "details": error.details(),
-        }
-    }
 
 
 async def framework_error(request: Request, exc: Exception) -> Response:
@@ -73,94 +52,7 @@ async def framework_error(request: Request, exc: Exception) -> Response:
         message = str(getattr(exc, "detail", "")) or "Invalid request"
     error = http_error(status_code, message)
     logger.debug("%s %s | refused: status=<%s>", request.method, request.url.path, status_code)
-    if request.url.path == "/":
-        payload = error_payload(None, error)
-        return Response(
-            render_json(payload), status_code, headers=headers, media_type="application/json"
-        )
-    return json_response(error_body(error, http_status=status_code), request, status_code, headers)
-
-
-def json_response(
-    payload: JsonObject,
-    request: Request,
-    status_code: int = 200,
-    headers: Mapping[str, str] | None = None,
-) -> Response:
-    # Mirror the client's media type: a2a+json when it used it, plain JSON otherwise.
-    wants_a2a = "application/a2a+json" in (
-        request.headers.get("content-type", "") + request.headers.get("accept", "")
-    )
-    media_type = "application/a2a+json" if wants_a2a else "application/json"
-    return Response(render_json(payload), status_code, headers=headers, media_type=media_type)
-
-
-Endpoint = Callable[[Request, CallContext], Awaitable[Response]]
-
-
-async def read_body(request: Request, *, max_json_depth: int) -> JsonObject:
-    """The request's JSON object body ({} when empty); 415 for another media type."""
-    check_json_media_type(request.headers.get("content-type", ""))
-    raw = await request.body()
-    if not raw.strip():
-        return {}
-    payload = parse_json(raw)
-    check_depth(payload, limit=max_json_depth, text=raw)
-    if not isinstance(payload, dict):
-        raise InvalidParamsError("The request body must be a JSON object")
-    return payload
-
-
-def guarded(
-    edge: Edge, endpoint: Endpoint, *, metrics: Metrics, method: str, generation: str = "1.0"
-) -> Callable[[Request], Awaitable[Response]]:
-    """The endpoint, once the caller is authenticated and within its rate (one call context per
-    request), with every failure rendered as an AIP-193 error; counted as `method`."""
-
-    async def guarded(request: Request) -> Response:
-        with metrics.request("rest") as record:
-            record.method = method
-            return await serve(request, record)
-
-    async def serve(request: Request, record: RequestRecord) -> Response:
-        where = f"REST {request.method} {request.url.path}"
-        ref = request.path_params.get("ref")
-        if isinstance(ref, str):
-            task_id, _, action = ref.partition(":")
-            record.task_id = task_id
-            record.method = _REST_ACTIONS.get((request.method, action), method)
-        try:
-            context = await edge.context(request)
-            record.owner = context.owner
-            check_version(request, generation)
-            return await endpoint(request, context)
-        except ClientDisconnect:
-            logger.debug("%s | the client went away before its request arrived", where)
-            return Response(status_code=400)  # nobody reads it
-        except Exception as exc:
-            error = as_a2a_error(exc, where=where)
-            record.outcome = error.reason
-            if isinstance(exc, A2AError):
-                logger.debug(
-                    "%s | refused: status=<%s> | %s", where, error.http_status, error.message
-                )
-            return json_response(
-                error_body(error), request, error.http_status, error.http_headers()
-            )
-
-    return guarded
-
-
-def query_params(request: Request, names: tuple[str, ...]) -> JsonObject:
-    return {name: request.query_params[name] for name in names if name in request.query_params}
-
-
-_REST_ACTIONS = {
-    ("GET", "subscribe"): "SubscribeToTask",
-    ("POST", "subscribe"): "SubscribeToTask",
-    ("POST", "cancel"): "CancelTask",
-}
-"""The method a `/tasks/{id}:action` route serves (for metrics and logs)."""
+    return error_response(request.scope, error, status_code=status_code, headers=headers)
 
 
 class RestBinding(Binding):
@@ -258,17 +150,5 @@ class RestBinding(Binding):
         task_id, _, action = request.path_params["ref"].partition(":")
         return task_id, action
 
-    def _sse(self, entries: Any) -> Response:
+    def _sse(self, entries: AsyncIterator[list[JournalEntry] | None]) -> Response:
         return sse_response(entries, render_entry, metrics=self._metrics)
-
-
-def sse_response(
-    entries: Any, render: Callable[[JournalEntry], bytes], *, metrics: Metrics
-) -> Response:
-    """Journal entries as SSE; a failure mid-stream is a last `event: error` with its body."""
-    return JournalStream(
-        entries,
-        render=render,
-        render_error=lambda error: frame(render_json(error_body(error)), event="error"),
-        metrics=metrics,
-    )

@@ -12,10 +12,13 @@ import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 import httpx
+
+if TYPE_CHECKING:  # the client does not load the server's modules to run
+    from app.a2a.versions import Generation
 
 _STATES_03 = {
     "submitted": "TASK_STATE_SUBMITTED",
@@ -54,7 +57,7 @@ class Unauthorized(A2AClientError):
 class Endpoint:
     url: str
     binding: str  # JSONRPC | HTTP+JSON
-    generation: str  # 1.0 | 0.3
+    generation: Generation
 
 
 @dataclass(frozen=True)
@@ -74,7 +77,9 @@ def choose_endpoint(card: dict[str, Any]) -> Endpoint:
     """1.0 before 0.3, JSON-RPC before HTTP+JSON, among what the card offers."""
     offered: list[Endpoint] = []
     for interface in card.get("supportedInterfaces") or []:
-        version = "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
+        version: Generation = (
+            "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
+        )
         offered.append(Endpoint(interface["url"], interface.get("protocolBinding", ""), version))
     if card.get("url"):
         offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))

@@ -15,7 +15,7 @@ A pure ASGI middleware (no BaseHTTPMiddleware: streams pass through untouched), 
   or, for a body sent without one, as soon as the bytes received pass the limit: the app never
   gets more than the limit, and the connection is closed after the 413.
 
-Errors are JSON; `respond` chooses the body (the default is the HTTP+JSON AIP-193 shape).
+Errors are JSON in the shape of the binding at the path (app.a2a.responses.error_response).
 """
 
 from __future__ import annotations
@@ -23,15 +23,15 @@ from __future__ import annotations
 import asyncio
 import functools
 import ipaddress
-from collections.abc import Awaitable, Callable, Iterable
+from collections.abc import Awaitable, Iterable
 from typing import NoReturn
 from urllib.parse import urlsplit
 
 from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
-from starlette.responses import JSONResponse, Response
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
+from app.a2a.responses import error_response
 from app.errors import (
     A2AError,
     BodyTimeoutError,
@@ -42,8 +42,6 @@ from app.errors import (
 )
 from app.http.auth import LOOPBACK_NAMES, is_loopback_host
 from app.settings import Settings
-
-ErrorResponder = Callable[[Scope, A2AError], Response]
 
 CORS_METHODS = ("GET", "POST", "DELETE")
 CORS_REQUEST_HEADERS = (
@@ -57,19 +55,6 @@ CORS_REQUEST_HEADERS = (
     "tracestate",
 )
 CORS_EXPOSED_HEADERS = ("WWW-Authenticate", "Retry-After", "A2A-Extensions", "A2A-Version")
-
-
-def default_error_response(scope: Scope, error: A2AError) -> Response:
-    """An HTTP+JSON (AIP-193) error body with the error's status and headers."""
-    body = {
-        "error": {
-            "code": error.http_status,
-            "status": error.status,
-            "message": error.message,
-            "details": error.details(),
-        }
-    }
-    return JSONResponse(body, status_code=error.http_status, headers=error.http_headers())
 
 
 def host_name(host_header: str) -> str:
@@ -149,7 +134,6 @@ class HttpGuard:
         max_body_bytes: int,
         allowed_hosts: Iterable[str],
         allowed_origins: Iterable[str] = (),
-        respond: ErrorResponder = default_error_response,
         body_timeout_s: float = 30.0,
     ) -> None:
         self.app = app
@@ -157,7 +141,6 @@ class HttpGuard:
         self.body_timeout_s = body_timeout_s
         self.hosts = HostPolicy(allowed_hosts)
         self.origins = frozenset(origin.strip().lower().rstrip("/") for origin in allowed_origins)
-        self.respond = respond
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -165,7 +148,7 @@ class HttpGuard:
             return
         error = self._refusal(Headers(scope=scope))  # not kept: an open stream holds this frame
         if error is not None:
-            await self.respond(scope, error)(scope, receive, send)
+            await error_response(scope, error)(scope, receive, send)
             return
         # Awaited here rather than in a method of the body's: an open stream holds this frame
         # for as long as it is open, and one frame fewer is memory per stream.
@@ -258,7 +241,7 @@ class _LimitedBody:
         """Answer with `error` now (unless the app already answered), and stop the app's read."""
         if not self.response_started and not self.refused:
             self.refused = True
-            response = self.guard.respond(self.scope, error)
+            response = error_response(self.scope, error)
             await response(self.scope, self._receive, self._send)
         raise error
 
@@ -270,9 +253,7 @@ class _LimitedBody:
         await self._send(message)
 
 
-def guard(
-    app: ASGIApp, settings: Settings, *, respond: ErrorResponder = default_error_response
-) -> ASGIApp:
+def guard(app: ASGIApp, settings: Settings) -> ASGIApp:
     """`app` behind the guard configured by `settings` (CORS only when origins are listed)."""
     inner = app
     origins = [origin.strip().rstrip("/") for origin in settings.a2a_cors_origins]
@@ -291,5 +272,4 @@ def guard(
         body_timeout_s=settings.a2a_body_timeout_s,
         allowed_hosts=default_allowed_hosts(settings),
         allowed_origins=origins,
-        respond=respond,
     )

@@ -16,6 +16,7 @@ from agent.events import (
 from agent.hooks import (
     Approval,
     HookChain,
+    HookFailed,
     HookLoadError,
     Hooks,
     ReplaceArguments,
@@ -521,3 +522,42 @@ def test_load_hooks_class_that_needs_arguments_is_a_load_error() -> None:
     only turns HookLoadError into a clean configuration error."""
     with pytest.raises(HookLoadError):
         load_hooks([f"{HELPERS}:NeedsArguments"])
+
+
+# --- HookChain on its own: each hook point's answer checked by type, failures named -------------
+
+
+class _NotAsync(Hooks):
+    def before_llm_call(self, turn, request):  # type: ignore[override]  # a plugin's mistake
+        return None
+
+
+async def test_a_hook_method_that_is_not_async_is_a_failure_of_that_hook() -> None:
+    request = LLMRequest(messages=[], tools=[])
+    chain = HookChain([_NotAsync()], failure_mode="warn")
+    assert await chain.before_llm_call(None, request) is request  # type: ignore[arg-type]
+    failing = HookChain([_NotAsync()], failure_mode="fail")
+    with pytest.raises(HookFailed, match=r"hook _NotAsync\.hook raised"):
+        await failing.before_llm_call(None, request)  # type: ignore[arg-type]
+
+
+async def test_an_answer_of_the_wrong_type_is_no_opinion_and_the_next_hook_decides() -> None:
+    class Wrong(Hooks):
+        async def approve_tool_call(self, turn, call):
+            return "allow"  # not an Approval
+
+    class Denies(Hooks):
+        async def approve_tool_call(self, turn, call):
+            return Approval.deny("no")
+
+    approval = await HookChain([Wrong(), Denies()]).approve_tool_call(None, None)  # type: ignore[arg-type]
+    assert approval == Approval.deny("no")
+
+
+def test_the_engines_run_errors_share_one_base() -> None:
+    from agent.errors import AgentError
+    from agent.llm.base import LLMError
+    from agent.tool_round import ToolRoundFailed
+
+    for error in (HookFailed("x"), LLMError("x"), ToolRoundFailed("x")):
+        assert isinstance(error, AgentError)

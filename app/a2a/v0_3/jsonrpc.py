@@ -7,13 +7,13 @@ Errors keep their codes, which the two generations share.
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator, Awaitable, Callable
-from typing import Any
+from collections.abc import AsyncIterator
 
 from starlette.responses import Response
 
-from app.a2a.json_body import render_json
-from app.a2a.operations import JsonObject, Operations
+from app.a2a.json_body import JsonObject, render_json
+from app.a2a.operations import Operations
+from app.a2a.rpc import JsonId, Method, Responder
 from app.a2a.v0_3.wire import (
     Dialect,
     push_config_out,
@@ -28,11 +28,6 @@ from app.a2a.wire import render_event
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidParamsError
 from stores.models import JournalEntry
-
-JsonId = str | int | None
-Method = Callable[[JsonObject, JsonId, CallContext], Awaitable[Response]]
-Result = Callable[[JsonId, Any], Response]
-Stream = Callable[[JsonId, Any, Callable[[JournalEntry], bytes]], Response]
 
 _RPC = Dialect.JSONRPC
 
@@ -49,8 +44,9 @@ async def _failed(error: A2AError) -> AsyncIterator[list[JournalEntry]]:
     yield  # an async generator, for the stream writer (which renders the error as an event)
 
 
-def v03_methods(operations: Operations, result: Result, stream: Stream) -> dict[str, Method]:
-    """The 0.3 method table, answering through the binding's `result` and `stream`."""
+def v03_methods(operations: Operations, respond: Responder) -> dict[str, Method]:
+    """The 0.3 method table, answering through the JSON-RPC binding's `respond`."""
+    result, stream = respond.result, respond.stream
 
     async def send(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:
         response = await operations.send_message(

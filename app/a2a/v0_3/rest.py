@@ -13,9 +13,9 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.a2a.binding import Binding
-from app.a2a.json_body import render_json
-from app.a2a.operations import JsonObject
-from app.a2a.rest import Endpoint, guarded, json_response, query_params, read_body, sse_response
+from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
+from app.a2a.json_body import JsonObject, render_json
+from app.a2a.responses import json_response
 from app.a2a.v0_3.wire import (
     DEFAULT_PUSH_CONFIG_ID,
     Dialect,

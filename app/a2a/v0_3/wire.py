@@ -22,9 +22,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from app.a2a.json_body import JsonObject
 from app.errors import InvalidParamsError
-
-JsonObject = dict[str, Any]
 
 
 class Dialect(enum.Enum):

@@ -1,0 +1,116 @@
+"""What the HTTP+JSON routes of both generations (1.0 at `/`, 0.3 under `/v1/`) share: the
+guarded endpoint, the JSON body, the query string, the SSE answer.
+
+Kept apart from either binding so that neither imports the other's module: a route of either
+generation is an `Endpoint` wrapped by `guarded`.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import AsyncIterator, Awaitable, Callable
+
+from starlette.requests import ClientDisconnect, Request
+from starlette.responses import Response
+
+from app.a2a.json_body import (
+    JsonObject,
+    check_depth,
+    check_json_media_type,
+    parse_json,
+    render_json,
+)
+from app.a2a.responses import error_response
+from app.a2a.sse import JournalStream, frame
+from app.a2a.versions import Generation, check_version
+from app.call_context import CallContext
+from app.errors import A2AError, InvalidParamsError, as_a2a_error
+from app.http.edge import Edge
+from app.ops.metrics import Metrics, RequestRecord
+from stores.models import JournalEntry
+
+logger = logging.getLogger(__name__)
+
+Endpoint = Callable[[Request, CallContext], Awaitable[Response]]
+
+_REST_ACTIONS = {
+    ("GET", "subscribe"): "SubscribeToTask",
+    ("POST", "subscribe"): "SubscribeToTask",
+    ("POST", "cancel"): "CancelTask",
+}
+"""The method a `/tasks/{id}:action` route serves (for metrics and logs)."""
+
+
+async def read_body(request: Request, *, max_json_depth: int) -> JsonObject:
+    """The request's JSON object body ({} when empty); 415 for another media type."""
+    check_json_media_type(request.headers.get("content-type", ""))
+    raw = await request.body()
+    if not raw.strip():
+        return {}
+    payload = parse_json(raw)
+    check_depth(payload, limit=max_json_depth, text=raw)
+    if not isinstance(payload, dict):
+        raise InvalidParamsError("The request body must be a JSON object")
+    return payload
+
+
+def query_params(request: Request, names: tuple[str, ...]) -> JsonObject:
+    return {name: request.query_params[name] for name in names if name in request.query_params}
+
+
+def guarded(
+    edge: Edge,
+    endpoint: Endpoint,
+    *,
+    metrics: Metrics,
+    method: str,
+    generation: Generation = "1.0",
+) -> Callable[[Request], Awaitable[Response]]:
+    """The endpoint, once the caller is authenticated and within its rate (one call context per
+    request), with every failure rendered as an AIP-193 error; counted as `method`."""
+
+    async def guarded(request: Request) -> Response:
+        with metrics.request("rest") as record:
+            record.method = method
+            return await serve(request, record)
+
+    async def serve(request: Request, record: RequestRecord) -> Response:
+        where = f"REST {request.method} {request.url.path}"
+        ref = request.path_params.get("ref")
+        if isinstance(ref, str):
+            task_id, _, action = ref.partition(":")
+            record.task_id = task_id
+            record.method = _REST_ACTIONS.get((request.method, action), method)
+        try:
+            context = await edge.context(request)
+            record.owner = context.owner
+            check_version(request, generation)
+            return await endpoint(request, context)
+        except ClientDisconnect:
+            logger.debug("%s | the client went away before its request arrived", where)
+            return Response(status_code=400)  # nobody reads it
+        except Exception as exc:
+            error = as_a2a_error(exc, where=where)
+            record.outcome = error.reason
+            if isinstance(exc, A2AError):
+                logger.debug(
+                    "%s | refused: status=<%s> | %s", where, error.http_status, error.message
+                )
+            return error_response(request.scope, error)
+
+    return guarded
+
+
+def sse_response(
+    entries: AsyncIterator[list[JournalEntry] | None],
+    render: Callable[[JournalEntry], bytes],
+    *,
+    metrics: Metrics,
+) -> Response:
+    """Journal entries as SSE; a failure mid-stream is a last `event: error` with its body."""
+    return JournalStream(
+        entries,
+        render=render,
+        render_error=lambda error: frame(render_json(error.rest_body()), event="error"),
+        metrics=metrics,
+    )

@@ -1,0 +1,77 @@
+"""The field types behind `Settings`: how a value is read from the environment and checked.
+
+Kept beside settings.py so that the settings read as one table (name, type, default, description)
+and each check is written once, as the type of the fields it applies to.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Annotated, Any
+
+from pydantic import AfterValidator, BeforeValidator
+from pydantic_settings import NoDecode
+
+from agent.outbound import OutboundPolicy
+from stores.rate_limit import RateLimit
+
+REDIS_SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
+
+
+def split_commas(value: object) -> object:
+    """`a, b,,c` -> `["a", "b", "c"]`; a list (from code) is taken as it is."""
+    if isinstance(value, str):
+        return [item.strip() for item in value.split(",") if item.strip()]
+    return value
+
+
+def extended_card_fields(value: str) -> dict[str, Any]:
+    """A2A_EXTENDED_CARD as an object: inline JSON (it starts with `{` or `[`), else a file path."""
+    text = value
+    if not value.lstrip().startswith(("{", "[")):
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the extended card file {value!r}: {exc}") from exc
+    try:
+        fields = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise ValueError(f"the extended card is not valid JSON: {exc}") from exc
+    if not isinstance(fields, dict):
+        raise ValueError("the extended card must be a JSON object")
+    return fields
+
+
+def _outbound_allow(value: list[str]) -> list[str]:
+    OutboundPolicy.parse(value)  # raises ValueError naming the entry that is neither form
+    return value
+
+
+def _redis_scheme(value: str | None) -> str | None:
+    if value and not value.startswith(REDIS_SCHEMES):
+        raise ValueError(
+            "REDIS_URL must start with redis://, rediss://, redis+cluster:// or rediss+cluster://"
+        )
+    return value
+
+
+def _extended_card(value: str | None) -> str | None:
+    if value:
+        extended_card_fields(value)  # raises ValueError saying what is wrong with it
+    return value
+
+
+def _rate_limit(value: str | None) -> str | None:
+    if value is not None:
+        RateLimit.parse(value)  # raises ValueError with the accepted forms
+    return value
+
+
+CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_commas)]
+"""A comma-separated list in the environment (not JSON)."""
+OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
+"""Networks (CIDR) and host names, each checked when the settings are read."""
+RedisUrl = Annotated[str | None, AfterValidator(_redis_scheme)]
+ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
+RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
