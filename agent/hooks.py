@@ -9,9 +9,9 @@ from __future__ import annotations
 
 import importlib
 import logging
-from collections.abc import Coroutine, Iterable
+from collections.abc import Awaitable, Callable, Iterable
 from dataclasses import dataclass
-from typing import Any, Literal, TypeVar
+from typing import Any, Literal, ParamSpec, TypeVar
 
 from agent.context import TurnContext as TurnContext
 from agent.errors import AgentError, HookFailureMode
@@ -23,6 +23,7 @@ from stores.models import Message, ToolCall
 logger = logging.getLogger(__name__)
 
 T = TypeVar("T")
+P = ParamSpec("P")
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -115,13 +116,15 @@ class HookChain:
         self.hooks = list(hooks)
         self._fail = failure_mode == "fail"
 
-    async def _guard(self, hook: Hooks, call: Coroutine[Any, Any, T]) -> T | None:
-        """Await one hook method's `call`; what it raises fails the turn or is logged."""
+    async def _guard(
+        self, hook: Hooks, method: Callable[P, Awaitable[T]], *args: P.args, **kwargs: P.kwargs
+    ) -> T | None:
+        """Call one hook `method` and await its answer; what it raises (also before its first
+        await, or at once if it is not `async def`) fails the turn or is logged."""
         try:
-            return await call
+            return await method(*args, **kwargs)
         except Exception as exc:
-            # A method that is not `async def` returns no coroutine: it is named all the same.
-            name = f"{type(hook).__name__}.{getattr(call, '__name__', 'hook')}"
+            name = f"{type(hook).__name__}.{getattr(method, '__name__', 'hook')}"
             if self._fail:
                 raise HookFailed(f"hook {name} raised {exc!r}") from exc
             logger.warning("hook=<%s> | hook raised %r; ignored", name, exc)
@@ -129,26 +132,26 @@ class HookChain:
 
     async def on_turn_start(self, turn: TurnContext) -> None:
         for hook in self.hooks:
-            await self._guard(hook, hook.on_turn_start(turn))
+            await self._guard(hook, hook.on_turn_start, turn)
 
     async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
         for hook in self.hooks:
-            await self._guard(hook, hook.on_turn_end(turn, outcome))
+            await self._guard(hook, hook.on_turn_end, turn, outcome)
 
     async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest:
         for hook in self.hooks:
-            changed = await self._guard(hook, hook.before_llm_call(turn, request))
+            changed = await self._guard(hook, hook.before_llm_call, turn, request)
             if isinstance(changed, LLMRequest):
                 request = changed
         return request
 
     async def after_llm_call(self, turn: TurnContext, response: LLMResponse) -> None:
         for hook in self.hooks:
-            await self._guard(hook, hook.after_llm_call(turn, response))
+            await self._guard(hook, hook.after_llm_call, turn, response)
 
     async def before_tool_call(self, turn: TurnContext, call: ToolCall) -> ToolCallDecision | None:
         for hook in self.hooks:
-            decision = await self._guard(hook, hook.before_tool_call(turn, call))
+            decision = await self._guard(hook, hook.before_tool_call, turn, call)
             if isinstance(decision, ReplaceArguments | SupplyResult):
                 return decision
         return None
@@ -157,21 +160,21 @@ class HookChain:
         self, turn: TurnContext, call: ToolCall, result: ToolResult
     ) -> ToolResult:
         for hook in self.hooks:
-            changed = await self._guard(hook, hook.after_tool_call(turn, call, result))
+            changed = await self._guard(hook, hook.after_tool_call, turn, call, result)
             if isinstance(changed, ToolResult):
                 result = changed
         return result
 
     async def approve_tool_call(self, turn: TurnContext, call: ToolCall) -> Approval:
         for hook in self.hooks:
-            approval = await self._guard(hook, hook.approve_tool_call(turn, call))
+            approval = await self._guard(hook, hook.approve_tool_call, turn, call)
             if isinstance(approval, Approval):
                 return approval
         return Approval.allow()
 
     async def reply_directly(self, owner: str, message: Message) -> str | None:
         for hook in self.hooks:
-            reply = await self._guard(hook, hook.reply_directly(owner, message))
+            reply = await self._guard(hook, hook.reply_directly, owner, message)
             if isinstance(reply, str):
                 return reply
         return None

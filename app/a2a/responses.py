@@ -48,13 +48,17 @@ def error_response(
     *,
     status_code: int | None = None,
     headers: Mapping[str, str] | None = None,
+    calls_only: bool = False,
 ) -> Response:
     """`error` for a request outside a binding's own handling: a JSON-RPC error (id null: the
     request was not read) at `/`, an AIP-193 body elsewhere. `status_code` when the response's
-    status is not the error's own; `headers` beside the error's own (`Allow` on a 405)."""
+    status is not the error's own; `headers` beside the error's own (`Allow` on a 405).
+    `calls_only`: only a POST at `/` is a JSON-RPC call (the guard refuses requests before any
+    route: another method at `/` gets the AIP-193 body, as it always has)."""
     status = status_code or error.http_status
     all_headers = {**error.http_headers(), **(headers or {})}
-    if scope.get("path") == JSONRPC_PATH:
+    at_endpoint = scope.get("path") == JSONRPC_PATH
+    if at_endpoint and (not calls_only or scope.get("method") == "POST"):
         body = render_json(error.jsonrpc_error(None))
         return Response(body, status, headers=all_headers, media_type="application/json")
     body = render_json(error.rest_body(http_status=status_code))

@@ -61,17 +61,22 @@ async def _never_called(scope: Scope, receive: Receive, send: Send) -> None:
     raise AssertionError("the guard let a refused request through")
 
 
-async def test_the_guard_answers_in_the_shape_of_the_path_whatever_the_method() -> None:
-    """A refusal at `/` reads as the JSON-RPC endpoint's own answers do (its 405 to a GET too)."""
+async def test_the_guard_answers_a_call_at_the_endpoint_in_json_rpc_and_the_rest_in_aip193() -> (
+    None
+):
+    """The guard refuses before any route: a POST at `/` is a JSON-RPC call and gets a JSON-RPC
+    error; any other request (a GET at `/`, a REST route) gets the AIP-193 body."""
     guard = HttpGuard(_never_called, max_body_bytes=1024, allowed_hosts=["localhost"])
     async with httpx.AsyncClient(
         transport=httpx.ASGITransport(app=guard), base_url="http://evil.example"
     ) as client:
-        for method in ("POST", "GET"):
-            response = await client.request(method, "/")
-            assert response.status_code == 421, response.text
-            assert response.json()["jsonrpc"] == "2.0"
-            assert response.json()["error"]["data"][0]["reason"] == "HOST_NOT_ALLOWED"
+        response = await client.post("/")
+        assert response.status_code == 421, response.text
+        assert response.json()["jsonrpc"] == "2.0"
+        assert response.json()["error"]["data"][0]["reason"] == "HOST_NOT_ALLOWED"
+        response = await client.get("/")
+        assert response.status_code == 421, response.text
+        assert response.json()["error"]["status"] == HostNotAllowedError.status
         response = await client.post(
             "/message:send", headers={"content-type": "application/a2a+json"}
         )

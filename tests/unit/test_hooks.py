@@ -537,8 +537,20 @@ async def test_a_hook_method_that_is_not_async_is_a_failure_of_that_hook() -> No
     chain = HookChain([_NotAsync()], failure_mode="warn")
     assert await chain.before_llm_call(None, request) is request  # type: ignore[arg-type]
     failing = HookChain([_NotAsync()], failure_mode="fail")
-    with pytest.raises(HookFailed, match=r"hook _NotAsync\.hook raised"):
+    with pytest.raises(HookFailed, match=r"hook _NotAsync\.before_llm_call raised"):
         await failing.before_llm_call(None, request)  # type: ignore[arg-type]
+
+
+class _RaisesAtOnce(Hooks):
+    def on_turn_start(self, turn):  # type: ignore[override]  # not async: raises on the call
+        raise RuntimeError("boom")
+
+
+async def test_a_hook_that_raises_before_it_returns_goes_through_the_failure_mode() -> None:
+    await HookChain([_RaisesAtOnce()], failure_mode="warn").on_turn_start(None)  # type: ignore[arg-type]
+    failing = HookChain([_RaisesAtOnce()], failure_mode="fail")
+    with pytest.raises(HookFailed, match=r"hook _RaisesAtOnce\.on_turn_start raised"):
+        await failing.on_turn_start(None)  # type: ignore[arg-type]
 
 
 async def test_an_answer_of_the_wrong_type_is_no_opinion_and_the_next_hook_decides() -> None:
