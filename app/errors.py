@@ -2,7 +2,7 @@
 JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the REST binding.
 
 An error renders its own two bodies (`rest_body`, `jsonrpc_error`); which one a response carries
-is chosen in one place, app.a2a.responses.error_response."""
+is chosen in one place, app.http.responses.error_response."""
 
 from __future__ import annotations
 

@@ -17,7 +17,6 @@ from agent.runtime.answers import AnswerRejected
 from agent.runtime.drain import DRAINED, Drain
 from agent.runtime.runner import LeaseTaken, NoCheckpoint, TaskRunner
 from agent.tools.client import ClientToolsInvalid, parse_client_tools
-from app.a2a.limits import SUPPORTED_INPUT_MODES
 from app.a2a.sse import LastEntries
 from app.errors import (
     ContentTypeNotSupportedError,
@@ -55,6 +54,7 @@ from stores.models import (
     TaskStatus,
 )
 
+SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
 _CANCELED = "The task was canceled."
 
 

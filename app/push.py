@@ -9,9 +9,9 @@ from __future__ import annotations
 
 from agent.outbound import OutboundPolicy, outbound_client
 from agent.runtime.push import PushDelivery, PushPolicy
-from app.a2a.json_body import render_json
 from app.a2a.v0_3.wire import Dialect, task_out
 from app.a2a.wire import render_entry, render_task
+from app.http.json_body import render_json
 from app.settings import Settings
 from stores.base import PushConfigStore, TaskStore
 from stores.models import Task

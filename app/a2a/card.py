@@ -24,9 +24,9 @@ from starlette.responses import Response
 
 from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
-from app.a2a.limits import SUPPORTED_INPUT_MODES
 from app.a2a.v0_3.card import with_v03_fields
 from app.a2a.versions import requested_generation, requested_version
+from app.handler import SUPPORTED_INPUT_MODES
 from app.http.auth import card_security
 from app.settings import Settings
 

@@ -13,19 +13,19 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.a2a.json_body import (
+from app.a2a.sse import JournalStream, frame
+from app.a2a.versions import Generation, check_version
+from app.call_context import CallContext
+from app.errors import A2AError, InvalidParamsError, as_a2a_error
+from app.http.edge import Edge
+from app.http.json_body import (
     JsonObject,
     check_depth,
     check_json_media_type,
     parse_json,
     render_json,
 )
-from app.a2a.responses import error_response
-from app.a2a.sse import JournalStream, frame
-from app.a2a.versions import Generation, check_version
-from app.call_context import CallContext
-from app.errors import A2AError, InvalidParamsError, as_a2a_error
-from app.http.edge import Edge
+from app.http.responses import error_response
 from app.ops.metrics import Metrics, RequestRecord
 from stores.models import JournalEntry
 

@@ -17,13 +17,6 @@ from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
 from app.a2a.binding import Binding
-from app.a2a.json_body import (
-    JsonObject,
-    check_depth,
-    check_json_media_type,
-    parse_json,
-    render_json,
-)
 from app.a2a.rpc import Entries, JsonId, Method
 from app.a2a.sse import JournalStream, frame
 from app.a2a.v0_3.jsonrpc import v03_methods
@@ -38,6 +31,13 @@ from app.errors import (
     JSONParseError,
     MethodNotFoundError,
     as_a2a_error,
+)
+from app.http.json_body import (
+    JsonObject,
+    check_depth,
+    check_json_media_type,
+    parse_json,
+    render_json,
 )
 from app.ops.metrics import RequestRecord
 from stores.models import JournalEntry

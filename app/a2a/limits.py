@@ -19,7 +19,6 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 
-SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
 """The media types a message part may carry (the card's `defaultInputModes`); others: -32005."""
 
 

@@ -16,7 +16,6 @@ from urllib.parse import urlsplit
 from pydantic import BaseModel, ValidationError
 
 from agent.outbound import OutboundPolicy
-from app.a2a.json_body import JsonObject
 from app.a2a.limits import RequestLimits
 from app.a2a.versions import Generation
 from app.a2a.wire import (
@@ -39,6 +38,7 @@ from app.errors import (
     unreadable_task,
 )
 from app.handler import RequestHandler, SendRequest
+from app.http.json_body import JsonObject
 from stores.base import PushConfigStore, TaskQuery
 from stores.ids import new_id
 from stores.models import (

@@ -18,11 +18,11 @@ from starlette.routing import Route
 
 from app.a2a.binding import Binding
 from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
-from app.a2a.json_body import JsonObject
-from app.a2a.responses import error_response, json_response
 from app.a2a.wire import render_entry
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError, http_error
+from app.http.json_body import JsonObject
+from app.http.responses import error_response, json_response
 from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)

@@ -11,8 +11,8 @@ from typing import Any, Protocol
 
 from starlette.responses import Response
 
-from app.a2a.json_body import JsonObject
 from app.call_context import CallContext
+from app.http.json_body import JsonObject
 from stores.models import JournalEntry
 
 JsonId = str | int | None

@@ -13,8 +13,8 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
-from app.a2a.json_body import render_json
 from app.a2a.limits import RequestLimits
+from app.http.json_body import render_json
 from stores.codec import dump_task
 from stores.models import (
     ArtifactUpdate,

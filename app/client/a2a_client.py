@@ -12,13 +12,14 @@ import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator
 from dataclasses import dataclass
-from typing import TYPE_CHECKING, Any
+from typing import Any, Literal
 from urllib.parse import urlsplit
 
 import httpx
 
-if TYPE_CHECKING:  # the client does not load the server's modules to run
-    from app.a2a.versions import Generation
+# The protocol generations a card may offer (the server's `app.a2a.versions.Generation`: the
+# client imports nothing of the server's, so it names them itself).
+Generation = Literal["1.0", "0.3"]
 
 _STATES_03 = {
     "submitted": "TASK_STATE_SUBMITTED",

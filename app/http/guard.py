@@ -15,7 +15,7 @@ A pure ASGI middleware (no BaseHTTPMiddleware: streams pass through untouched), 
   or, for a body sent without one, as soon as the bytes received pass the limit: the app never
   gets more than the limit, and the connection is closed after the 413.
 
-Errors are JSON in the shape of the binding at the path (app.a2a.responses.error_response).
+Errors are JSON in the shape of the binding at the path (app.http.responses.error_response).
 """
 
 from __future__ import annotations
@@ -31,7 +31,6 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.a2a.responses import error_response
 from app.errors import (
     A2AError,
     BodyTimeoutError,
@@ -41,6 +40,7 @@ from app.errors import (
     PayloadTooLargeError,
 )
 from app.http.auth import LOOPBACK_NAMES, is_loopback_host
+from app.http.responses import error_response
 from app.settings import Settings
 
 CORS_METHODS = ("GET", "POST", "DELETE")

@@ -6,9 +6,9 @@ from __future__ import annotations
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from app.a2a.responses import error_response
 from app.errors import HostNotAllowedError, MethodNotAllowedError, RateLimitedError
 from app.http.guard import HttpGuard
+from app.http.responses import error_response
 
 AIP193_RATE_LIMITED = (
     b'{"error":{"code":429,"status":"RESOURCE_EXHAUSTED","message":"slow down","details":['

@@ -1,4 +1,4 @@
-"""app.a2a.json_body: strict parsing and the iterative depth walk (the e2e tests cover the wire)."""
+"""app.http.json_body: strict parsing and the iterative depth walk (the e2e tests cover the wire)."""
 
 from __future__ import annotations
 
@@ -9,9 +9,9 @@ from typing import Any
 import pytest
 from pydantic import ValidationError
 
-from app.a2a.json_body import check_depth, parse_json, render_json
 from app.a2a.wire import render_task, render_task_json
 from app.errors import InvalidParamsError, JSONParseError
+from app.http.json_body import check_depth, parse_json, render_json
 from app.settings import Settings
 from stores.base import TaskQuery
 from stores.codec import dump_event, dump_task, load_event, load_task

@@ -11,7 +11,6 @@ from collections.abc import AsyncIterator
 
 from starlette.responses import Response
 
-from app.a2a.json_body import JsonObject, render_json
 from app.a2a.operations import Operations
 from app.a2a.rpc import JsonId, Method, Responder
 from app.a2a.v0_3.wire import (
@@ -27,6 +26,7 @@ from app.a2a.v0_3.wire import (
 from app.a2a.wire import render_event
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidParamsError
+from app.http.json_body import JsonObject, render_json
 from stores.models import JournalEntry
 
 _RPC = Dialect.JSONRPC

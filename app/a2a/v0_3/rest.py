@@ -14,8 +14,6 @@ from starlette.routing import Route
 
 from app.a2a.binding import Binding
 from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
-from app.a2a.json_body import JsonObject, render_json
-from app.a2a.responses import json_response
 from app.a2a.v0_3.wire import (
     DEFAULT_PUSH_CONFIG_ID,
     Dialect,
@@ -28,6 +26,8 @@ from app.a2a.v0_3.wire import (
 from app.a2a.wire import render_event
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError
+from app.http.json_body import JsonObject, render_json
+from app.http.responses import json_response
 from stores.models import JournalEntry
 
 _REST = Dialect.REST

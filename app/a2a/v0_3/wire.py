@@ -22,8 +22,8 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
-from app.a2a.json_body import JsonObject
 from app.errors import InvalidParamsError
+from app.http.json_body import JsonObject
 
 
 class Dialect(enum.Enum):

@@ -16,8 +16,8 @@ from starlette.requests import Request
 from starlette.responses import Response
 from starlette.types import Scope
 
-from app.a2a.json_body import render_json
 from app.errors import A2AError
+from app.http.json_body import render_json
 
 JSONRPC_PATH = "/"
 
