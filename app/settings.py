@@ -10,6 +10,7 @@ from pydantic import Field, SecretStr, field_validator
 from pydantic_settings import BaseSettings, NoDecode, SettingsConfigDict
 
 from agent.outbound import OutboundPolicy
+from stores.base import DEFAULT_TASK_TTL_S
 from stores.rate_limit import RateLimit
 
 
@@ -154,7 +155,7 @@ class Settings(BaseSettings):
         description="Lease of a running turn; another server takes over once it expires.",
     )
     task_ttl_s: int = Field(
-        7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
+        DEFAULT_TASK_TTL_S, gt=0, description="Idle time after which a task expires."
     )
     a2a_max_running_turns: int = Field(
         256,

@@ -13,6 +13,7 @@ import pytest
 
 from stores.base import (
     Fence,
+    JournalWrite,
     LeaseLost,
     LeaseStatus,
     LeaseStore,
@@ -49,7 +50,9 @@ async def _take_over(
 
 async def _chunk(backend: Backend, task: Task, owner: str, fence: Fence, text: str) -> int:
     """Publish one answer chunk as the holder of `fence`."""
-    return await backend.tasks.publish(task.id, chunk_event(task, text), owner=owner, fence=fence)
+    return await backend.tasks.publish(
+        task.id, JournalWrite(chunk_event(task, text), fence=fence), owner=owner
+    )
 
 
 # --- epochs ------------------------------------------------------------------------------------
@@ -127,10 +130,12 @@ async def test_a_fenced_publish_after_a_takeover_writes_nothing(
     with pytest.raises(LeaseLost):
         await backend.tasks.publish(
             task.id,
-            status_event(task, TaskState.COMPLETED),
+            JournalWrite(
+                status_event(task, TaskState.COMPLETED),
+                snapshot=with_state(task, TaskState.COMPLETED),
+                fence=old,
+            ),
             owner=owner,
-            snapshot=with_state(task, TaskState.COMPLETED),
-            fence=old,
         )
     assert await _chunk(backend, task, owner, new, "b") == 3
     entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
@@ -174,10 +179,10 @@ async def test_a_retried_fenced_publish_is_journaled_once_even_after_losing_the_
     task = make_task()
     fence = await _lease(backend.leases, task.id, owner, "a")
     await backend.tasks.create(task, owner=owner)
-    event = chunk_event(task, "x")
-    assert await backend.tasks.publish(task.id, event, owner=owner, fence=fence, event_id="e1") == 2
+    write = JournalWrite(chunk_event(task, "x"), fence=fence, event_id="e1")
+    assert await backend.tasks.publish(task.id, write, owner=owner) == 2
     await backend.leases.release(task.id, owner=owner, holder="a")
-    assert await backend.tasks.publish(task.id, event, owner=owner, fence=fence, event_id="e1") == 2
+    assert await backend.tasks.publish(task.id, write, owner=owner) == 2
 
 
 @pytest.mark.redis
