@@ -64,10 +64,9 @@ class PoolSizes:
       good), the renewal loop, the orphan sweep and the readiness probe.
 
     The caps: one event loop drives every connection, and past a few hundred more connections
-    add no throughput, only connection attempts. With limits raised for a load test
-    (20,000 streams, 4,096 turns), the uncapped rule opened 9,000 command connections in a burst
-    of 10,000 new streams, and most of them timed out connecting while the loop was saturated.
-    Callers of a full pool wait their turn instead (see `create_redis_stores`).
+    add no throughput, only connection attempts that time out while the loop is saturated
+    (bench/RESULTS.md, "Figures moved out of docstrings"). Callers of a full pool wait their
+    turn instead (see `create_redis_stores`).
 
     Connections are opened on demand, so an idle replica holds few of them.
     """
