@@ -128,7 +128,7 @@ def build_stores(settings: Settings) -> StoreSet:
             ttl_s=settings.task_ttl_s, max_tasks=settings.a2a_memory_max_tasks
         )
     # Imported here so the embedded default never loads the Redis client.
-    from stores.redis.stores import create_redis_stores
+    from stores.redis.factory import create_redis_stores
 
     return create_redis_stores(
         settings.redis_url,

@@ -21,6 +21,7 @@ from app.settings_fields import (
     RedisUrl,
     extended_card_fields,
 )
+from stores.base import DEFAULT_TASK_TTL_S
 
 
 class Settings(BaseSettings):
@@ -154,7 +155,7 @@ class Settings(BaseSettings):
         description="Lease of a running turn; another server takes over once it expires.",
     )
     task_ttl_s: int = Field(
-        7 * 24 * 3600, gt=0, description="Idle time after which a task expires."
+        DEFAULT_TASK_TTL_S, gt=0, description="Idle time after which a task expires."
     )
 
     # --- capacity: what one replica runs and accepts

@@ -8,78 +8,55 @@ from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
 from datetime import datetime
-from typing import ClassVar, Protocol
+from typing import Protocol
 
-from stores.models import (
-    ChatMessage,
-    JournalEntry,
-    PushConfig,
-    Task,
-    TaskEvent,
-    TaskRecord,
-    TaskState,
+from stores.chunks import ChunkSink, WriteRetry
+from stores.errors import (
+    InvalidPageToken,
+    LeaseLost,
+    StateConflict,
+    StoreError,
+    StoreFull,
+    StoreUnavailable,
+    TaskGone,
+    TaskUnreadable,
 )
+from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord, TaskState
 from stores.rate_limit import RateLimit, RateLimiter
+from stores.writes import Fence, JournalWrite
+
+__all__ = [  # the errors and write values live in their own modules; imported from here too
+    "ANONYMOUS",
+    "DEFAULT_TASK_TTL_S",
+    "CheckpointStore",
+    "ChunkSink",
+    "Fence",
+    "InvalidPageToken",
+    "JournalWrite",
+    "LeaseLost",
+    "LeaseStatus",
+    "LeaseStore",
+    "MessageStore",
+    "PushConfigStore",
+    "StateConflict",
+    "StoreError",
+    "StoreFull",
+    "StoreSet",
+    "StoreUnavailable",
+    "TaskGone",
+    "TaskPage",
+    "TaskQuery",
+    "TaskRef",
+    "TaskStore",
+    "TaskUnreadable",
+    "WriteRetry",
+]
 
 ANONYMOUS = "anonymous"
 """The owner of every resource until authentication exists."""
 
-
-class StoreError(Exception):
-    """Base for store failures."""
-
-
-class StoreUnavailable(StoreError):
-    """The backend cannot be reached; the request may be retried later."""
-
-
-class StoreFull(StoreError):
-    """The store holds as many tasks as it may and none can be dropped (all are active): a new
-    task is refused; retrying once tasks have ended may succeed."""
-
-    retry_after_s = 5
-
-
-class TaskGone(StoreError):
-    """Publishing to a task that does not exist (it expired, or never did)."""
-
-
-class StateConflict(StoreError):
-    """A compare-and-set publish found the task in another state than expected."""
-
-
-class LeaseLost(StoreError):
-    """A fenced write from a holder that no longer holds the task's lease (another process took
-    the turn over): nothing was written, and the writer must stop its turn."""
-
-    def __init__(self, task_id: str, fence: Fence) -> None:
-        super().__init__(f"task {task_id!r}: lease epoch {fence.epoch} is no longer held")
-
-
-class InvalidPageToken(StoreError):
-    """A list page token that this store did not issue."""
-
-
-class TaskUnreadable(StoreError):
-    """A stored task that cannot be loaded (corrupt, or written by a version with other limits)."""
-
-    def __init__(self, task_id: str) -> None:
-        super().__init__(f"task {task_id!r} is stored but cannot be read")
-        self.task_id = task_id
-
-
-@dataclass(frozen=True, slots=True)
-class Fence:
-    """Who may write a task's turn: the lease holder and the lease's epoch.
-
-    Every acquire of a task's lease gives a larger epoch. A write that carries a fence is made
-    only if the lease still has that holder and that epoch, checked in the same atomic step as the
-    write; so a process that lost its lease (paused, partitioned, starved) cannot write, however
-    late it wakes up: it gets LeaseLost instead.
-    """
-
-    holder: str
-    epoch: int
+DEFAULT_TASK_TTL_S = 7 * 24 * 3600
+"""How long a task (and what belongs to it) is kept after it was last written: a week."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -107,11 +84,6 @@ class TaskStore(ABC):
     event exactly once: no gap, no duplicate.
     """
 
-    # True for a store whose writes complete in this process, without waiting on anything (the
-    # in-memory one): a turn writes each streamed chunk at once instead of behind it in batches,
-    # which only pay off against a store a write waits for (a network round trip).
-    writes_in_process: ClassVar[bool] = False
-
     @abstractmethod
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
         """Store a new task; its journal starts with the task itself at position 1. The record
@@ -132,37 +104,9 @@ class TaskStore(ABC):
         """
 
     @abstractmethod
-    async def publish(
-        self,
-        task_id: str,
-        event: TaskEvent | bytes,
-        *,
-        owner: str,
-        snapshot: Task | None = None,
-        if_state: TaskState | None = None,
-        event_id: str | None = None,
-        fence: Fence | None = None,
-        snapshot_stored: bytes | None = None,
-        chunks: Sequence[bytes] = (),
-    ) -> int:
-        """Append an event (or its stored form, see `stores.codec`) to the journal and return its
-        position; `chunks` (stored events, as for `publish_chunks`) go before it, in the same
-        atomic step and under the same `event_id`.
-
-        When `snapshot` is given it replaces the stored snapshot in the same atomic step, recorded
-        as reflecting this position. Chunks are published without one (cheap streaming).
-        `snapshot_stored`, when the caller has it, is the snapshot's stored form
-        (`dump_task(snapshot)`): the store keeps it rather than write the task again.
-        With `if_state` (and a snapshot) it is a compare-and-set: StateConflict, and nothing
-        written, unless the stored task is in that state. Raises TaskGone if the task does not
-        exist.
-
-        An `event_id` makes a retry safe: publishing again with the id of the task's last event
-        (its reply was lost, say) appends nothing and returns the position it got the first time.
-
-        With a `fence`, the write happens only if the task's lease still has that holder and
-        epoch (checked in the same atomic step); otherwise LeaseLost, and nothing is written.
-        """
+    async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
+        """Append `write.event` (with what goes with it, see `JournalWrite`) to the journal in
+        one atomic step and return its position. Raises TaskGone if the task does not exist."""
 
     @abstractmethod
     async def publish_chunks(
@@ -181,16 +125,13 @@ class TaskStore(ABC):
         does not exist.
         """
 
-    def publish_chunks_now(
-        self,
-        task_id: str,
-        events: Sequence[bytes],
-        *,
-        owner: str,
-        fence: Fence | None = None,
-    ) -> int:
-        """`publish_chunks`, done before it returns: for a store that `writes_in_process`."""
-        raise NotImplementedError(f"{type(self).__name__} does not write in process")
+    @abstractmethod
+    def chunk_sink(
+        self, task_id: str, *, owner: str, fence: Fence | None, retry: WriteRetry
+    ) -> ChunkSink:
+        """Where a running turn's streamed answer chunks go (`stores.chunks`): written as suits
+        this store, with `publish_chunks`' guarantees (in order, fenced); `retry` is how the
+        turn retries a write while the store is unavailable."""
 
     @abstractmethod
     async def read(

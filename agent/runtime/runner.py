@@ -36,7 +36,8 @@ from agent.agent import Agent
 from agent.runtime.admission import Slots
 from agent.runtime.answers import read_answer
 from agent.runtime.observer import TurnObserver
-from agent.runtime.publisher import Turn, TurnCheckpoint, TurnPublisher
+from agent.runtime.publisher import TurnPublisher
+from agent.runtime.turn import Turn, TurnCheckpoint
 from agent.runtime.turn_gate import TurnGate
 from agent.state import LoopState
 from agent.tools.client import ClientTool
@@ -199,23 +200,22 @@ class TaskRunner:
         `recovered`: the process that ran the turn died; clients may hold answer text that the
         checkpoint does not, so the answer so far is re-sent whole (append false) first.
         """
+        answer = checkpoint.loop.answer
         turn = self._turn(
             start,
             copy_task(task),
             trace_carrier=checkpoint.trace_carrier,
             artifact_id=checkpoint.artifact_id,
             chunks_sent=0 if recovered else checkpoint.chunks_sent,
+            resent="".join(answer) if recovered and answer else None,
         )
-        if recovered and checkpoint.loop.answer:
-            turn.held_chunk = "".join(checkpoint.loop.answer)
         self._launch(start, turn, checkpoint.loop, awaited=awaited)
 
-    @staticmethod
-    def _turn(start: TurnStart, task: Task, **fields: object) -> Turn:
+    def _turn(self, start: TurnStart, task: Task, **fields: object) -> Turn:
         """The turn's running state, over `task` (the turn's own: it changes it as it goes)."""
         assert start.fence is not None and task.id == start.task_id
-        return Turn(
-            task=task,
+        return self.publisher.turn(
+            task,
             owner=start.owner,
             fence=start.fence,
             **fields,  # type: ignore[arg-type]

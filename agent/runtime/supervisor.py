@@ -24,8 +24,8 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from agent.runtime.admission import Overloaded
-from agent.runtime.publisher import TurnCheckpoint
 from agent.runtime.runner import LeaseTaken, TaskRunner, TurnStart
+from agent.runtime.turn import TurnCheckpoint
 from stores.base import (
     CheckpointStore,
     LeaseLost,

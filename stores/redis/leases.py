@@ -52,13 +52,23 @@ from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from stores.base import LeaseStatus, LeaseStore, TaskRef
+from stores.base import DEFAULT_TASK_TTL_S, LeaseStatus, LeaseStore, TaskRef
 from stores.redis.batch import CommandBatcher
-from stores.redis.keys import LEASE_BUCKETS, RedisKeys
+from stores.redis.keys import LEASE_BUCKETS
+from stores.redis.scripts import (
+    ACQUIRE_LEASE,
+    EXPIRED_LEASES,
+    FLAG_CANCEL,
+    HAND_OVER_LEASE,
+    HEARTBEAT,
+    LEASE_IS_HELD,
+    LEASE_STATE,
+    RELEASE_LEASE,
+    RENEW_LEASE,
+)
+from stores.redis.store import RedisStore
 from stores.redis.support import (
-    LUA_NOW_MS,
     AnyPipeline,
-    LuaScript,
     RedisClient,
     ready,
     redis_available,
@@ -69,146 +79,21 @@ from stores.redis.support import (
 logger = logging.getLogger(__name__)
 
 
-# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, lease ttl ms, key ttl ms,
-# index member. Returns {epoch, expiry}, or {0, 0} if another holder has a live lease. Taking the
-# lease (free, or from an expired holder) increments the epoch; acquiring our own lease again
-# keeps it. The epoch outlives a release. With the bucket (one Redis: any key may be named), the
-# index entry is written in the same step; on a cluster it is in another slot: a second step.
-_ACQUIRE = LuaScript(
-    LUA_NOW_MS
-    + """
-local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
-if lease[1] then
-  if lease[1] ~= ARGV[1] and tonumber(lease[2]) > now then return {0, 0} end
-else
-  redis.call('DEL', KEYS[2])
-end
-local expires = now + tonumber(ARGV[2])
-local epoch
-if lease[1] == ARGV[1] then
-  epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch'))
-else
-  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-end
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
-if KEYS[3] then
-  redis.call('ZADD', KEYS[3], expires, ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-end
-return {epoch, expires}
-"""
-)
-
-# Same KEYS and ARGV. Returns {0: lost | 1: held | 2: held, cancel requested, expiry}.
-_RENEW = LuaScript(
-    LUA_NOW_MS
-    + """
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return {0, 0} end
-local expires = now + tonumber(ARGV[2])
-redis.call('HSET', KEYS[1], 'expires', expires)
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-local cancel = redis.call('EXISTS', KEYS[2])
-if cancel == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
-return {1 + cancel, expires}
-"""
-)
-
-# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, index member. Returns 1 if it
-# was ours (and now has no holder); with the bucket, its index entry is gone in the same step.
-_RELEASE = LuaScript(
-    """
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
-redis.call('HDEL', KEYS[1], 'holder')
-redis.call('DEL', KEYS[2])
-if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
-return 1
-"""
-)
-
-# KEYS: lease. Returns 1 if a holder has it and it has not expired.
-_IS_HELD = LuaScript(
-    LUA_NOW_MS
-    + """
-local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
-if lease[1] and tonumber(lease[2]) > now then return 1 end
-return 0
-"""
-)
-
-# KEYS: lease. ARGV: holder. Returns the new expiry (now) if the lease was ours, else 0.
-_HAND_OVER = LuaScript(
-    LUA_NOW_MS
-    + """
-if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
-redis.call('HSET', KEYS[1], 'expires', now)
-return now
-"""
-)
-
-# KEYS: lease, cancel flag. ARGV: key ttl ms. Flags only a held lease (the flag dies with it).
-_FLAG_CANCEL = LuaScript(
-    """
-if redis.call('HEXISTS', KEYS[1], 'holder') == 0 then return 0 end
-redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
-return 1
-"""
-)
-
-# KEYS: one bucket of the running leases. ARGV: limit, key ttl ms. Returns the members whose
-# index score says expired by now (candidates: the lease hash decides).
-_EXPIRED = LuaScript(
-    LUA_NOW_MS
-    + """
-redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
-return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
-"""
-)
-
-# KEYS: lease. Returns 0 if no holder has it, 1 if held and live, 2 if held but expired (by the
-# clock of the lease's own shard, which set its expiry).
-_LEASE_STATE = LuaScript(
-    LUA_NOW_MS
-    + """
-local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
-if not lease[1] then return 0 end
-if tonumber(lease[2]) > now then return 1 end
-return 2
-"""
-)
-
-# KEYS: processes. ARGV: process, heartbeat ttl ms, key ttl ms. Records the process's heartbeat
-# and returns the processes whose heartbeat lapsed, removed here so that one caller alone gets each.
-_HEARTBEAT = LuaScript(
-    LUA_NOW_MS
-    + """
-local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
-if #lapsed > 0 then redis.call('ZREM', KEYS[1], unpack(lapsed)) end
-redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return lapsed
-"""
-)
-
 _STATUS = {0: LeaseStatus.LOST, 1: LeaseStatus.HELD, 2: LeaseStatus.CANCEL_REQUESTED}
 
 
-class RedisLeaseStore(LeaseStore):
+class RedisLeaseStore(RedisStore, LeaseStore):
     def __init__(
         self,
         client: RedisClient,
         *,
         prefix: str = "a2a",
-        ttl_s: int = 7 * 24 * 3600,
+        ttl_s: int = DEFAULT_TASK_TTL_S,
         batcher: CommandBatcher | None = None,
     ) -> None:
-        self._redis = client
         # A turn's acquire and release (not renewals: those keep this client, so that a flood
         # of commands never starves them) go out with the stores' other writes when given.
-        self._turn_writes = batcher or CommandBatcher(client)
-        self._keys = RedisKeys(prefix)
-        self._ttl_ms = int(ttl_s * 1000)
+        super().__init__(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher)
         # One Redis: a script may name the index bucket beside the task's keys (one round trip
         # for an acquire or a release instead of two). A cluster keeps the index a second step.
         self._index_in_script = isinstance(client, Redis)
@@ -231,7 +116,7 @@ class RedisLeaseStore(LeaseStore):
         keys, member = self._keys_and_member(owner, task_id)
         args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s), member]
         with redis_available():
-            epoch, expires = await self._turn_writes.run_script(_ACQUIRE, keys, args)
+            epoch, expires = await self._batcher.run_script(ACQUIRE_LEASE, keys, args)
             if int(epoch) and not self._index_in_script:
                 await self._index({member: int(expires)})
         return int(epoch)
@@ -249,10 +134,10 @@ class RedisLeaseStore(LeaseStore):
 
         def build(pipe: AnyPipeline) -> None:
             for ref, holder in held:
-                _RENEW.queue(pipe, self._task_keys(ref.owner, ref.task_id), [holder, *ttls])
+                RENEW_LEASE.queue(pipe, self._task_keys(ref.owner, ref.task_id), [holder, *ttls])
 
         with redis_available():
-            replies = await run_pipeline(self._redis, build, scripts=[_RENEW])
+            replies = await run_pipeline(self._redis, build, scripts=[RENEW_LEASE])
             renewed = {
                 self._keys.lease_member(ref.owner, ref.task_id): int(expires)
                 for (ref, _), (status, expires) in zip(held, replies, strict=True)
@@ -264,25 +149,27 @@ class RedisLeaseStore(LeaseStore):
 
     async def is_held(self, task_id: str, *, owner: str) -> bool:
         with redis_available():
-            return bool(await _IS_HELD(self._redis, [self._keys.lease(owner, task_id)], []))
+            return bool(await LEASE_IS_HELD(self._redis, [self._keys.lease(owner, task_id)], []))
 
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         keys, member = self._keys_and_member(owner, task_id)
         with redis_available():
-            released = await self._turn_writes.run_script(_RELEASE, keys, [holder, member])
+            released = await self._batcher.run_script(RELEASE_LEASE, keys, [holder, member])
             if released and not self._index_in_script:
                 await self._redis.zrem(self._index_key(member), member)
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
         with redis_available():
-            now = int(await _HAND_OVER(self._redis, [self._keys.lease(owner, task_id)], [holder]))
+            now = int(
+                await HAND_OVER_LEASE(self._redis, [self._keys.lease(owner, task_id)], [holder])
+            )
             if now:
                 await self._index({self._keys.lease_member(owner, task_id): now})
 
     async def heartbeat(self, process: str, *, ttl_s: float) -> list[str]:
         args = [process, int(ttl_s * 1000), self._key_ttl_ms(ttl_s)]
         with redis_available():
-            lapsed = await _HEARTBEAT(self._redis, [self._keys.processes()], args)
+            lapsed = await HEARTBEAT(self._redis, [self._keys.processes()], args)
         return [text(name) for name in lapsed]
 
     async def hand_over_process(self, process: str) -> int:
@@ -322,7 +209,7 @@ class RedisLeaseStore(LeaseStore):
 
         with redis_available():
             # Two round trips: a cluster pipeline takes no PUBLISH (it has no key to route by).
-            await _FLAG_CANCEL(self._redis, self._task_keys(owner, task_id), [self._ttl_ms])
+            await FLAG_CANCEL(self._redis, self._task_keys(owner, task_id), [self._ttl_ms])
             await self._redis.publish(self._keys.cancel_channel(), message)
 
     async def cancel_requests(self) -> AsyncIterator[TaskRef]:
@@ -360,10 +247,12 @@ class RedisLeaseStore(LeaseStore):
 
         def sweep(pipe: AnyPipeline) -> None:
             for bucket in range(LEASE_BUCKETS):
-                _EXPIRED.queue(pipe, [self._keys.running_leases(bucket)], [limit, self._ttl_ms])
+                EXPIRED_LEASES.queue(
+                    pipe, [self._keys.running_leases(bucket)], [limit, self._ttl_ms]
+                )
 
         with redis_available():
-            buckets = await run_pipeline(self._redis, sweep, scripts=[_EXPIRED])
+            buckets = await run_pipeline(self._redis, sweep, scripts=[EXPIRED_LEASES])
             candidates = [
                 self._keys.parse_lease_member(text(member))
                 for members in buckets
@@ -374,9 +263,9 @@ class RedisLeaseStore(LeaseStore):
 
             def check(pipe: AnyPipeline) -> None:
                 for owner, task_id in candidates:
-                    _LEASE_STATE.queue(pipe, [self._keys.lease(owner, task_id)], [])
+                    LEASE_STATE.queue(pipe, [self._keys.lease(owner, task_id)], [])
 
-            states = await run_pipeline(self._redis, check, scripts=[_LEASE_STATE])
+            states = await run_pipeline(self._redis, check, scripts=[LEASE_STATE])
             expired: list[TaskRef] = []
             gone: list[str] = []
             for (owner, task_id), state in zip(candidates, states, strict=True):

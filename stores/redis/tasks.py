@@ -33,7 +33,7 @@ import asyncio
 import builtins
 import logging
 import uuid
-from collections.abc import Sequence
+from collections.abc import Awaitable, Sequence
 from functools import partial
 from typing import Any
 
@@ -41,7 +41,10 @@ from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 
 from stores.base import (
+    DEFAULT_TASK_TTL_S,
+    ChunkSink,
     Fence,
+    JournalWrite,
     LeaseLost,
     StateConflict,
     StoreUnavailable,
@@ -50,14 +53,17 @@ from stores.base import (
     TaskQuery,
     TaskStore,
     TaskUnreadable,
+    WriteRetry,
 )
+from stores.chunks import WritingBehind
 from stores.codec import dump_event, dump_task, load_task, snapshot_event
-from stores.models import JournalEntry, Task, TaskEvent, TaskRecord, TaskState
+from stores.models import JournalEntry, Task, TaskRecord, TaskState
 from stores.paging import decode_cursor, encode_cursor
 from stores.redis.batch import CommandBatcher
 from stores.redis.journal_mux import JournalMux
-from stores.redis.keys import RedisKeys
+from stores.redis.scripts import CREATE_TASK, PUBLISH_EVENTS
 from stores.redis.shared_reads import SharedReads
+from stores.redis.store import RedisStore
 from stores.redis.support import (
     AnyPipeline,
     LuaScript,
@@ -71,69 +77,6 @@ from stores.redis.support import (
     xread_streams,
 )
 
-# KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
-# journal max, task id, index ttl ms. The indexes are given on one Redis (`_run_indexed`).
-_CREATE = LuaScript(
-    """
-redis.call('DEL', KEYS[1], KEYS[2])
-redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
-           'state', ARGV[3], 'ms', ARGV[4], 'us', ARGV[5])
-redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
-redis.call('PEXPIRE', KEYS[1], ARGV[6])
-redis.call('PEXPIRE', KEYS[2], ARGV[6])
-for i = 3, #KEYS do
-  redis.call('ZADD', KEYS[i], ARGV[4], ARGV[8])
-  redis.call('PEXPIRE', KEYS[i], ARGV[9])
-end
-return 1
-"""
-)
-
-# KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
-# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
-# expected state (the five empty without a snapshot), task id, index ttl ms (both empty without
-# a snapshot), then the events (one, or a streamed answer's chunks that came while the previous
-# write was out). Returns the last event's position, 0 if there is no such task, -1 if the
-# task's state is not the expected one (a compare-and-set), -2 if the fence's holder and epoch
-# no longer hold the lease; nothing is written in those cases. A repeat of the last event id (a
-# retry after a lost reply) appends nothing and returns the first position. A fenced entry
-# carries the writer's epoch, so a journal shows who wrote it.
-_PUBLISH = LuaScript(
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[3] ~= '' then
-  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
-  if last[1] == ARGV[3] then return tonumber(last[2]) end
-end
-if ARGV[4] ~= '' then
-  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
-  if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
-end
-if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
-local count = #ARGV - 12
-local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
-for i = 13, #ARGV do
-  pos = pos + 1
-  if ARGV[4] ~= '' then
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
-  else
-    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i])
-  end
-end
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
-             'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
-  for i = 4, #KEYS do
-    redis.call('ZADD', KEYS[i], 'XX', ARGV[8], ARGV[11])
-    redis.call('PEXPIRE', KEYS[i], ARGV[12])
-  end
-end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
-return pos
-"""
-)
 _NO_SNAPSHOT = ("", "", "", "", "")
 _NO_INDEXES = ("", "")
 
@@ -145,7 +88,7 @@ _READ_TIMEOUT_MARGIN_S = 5.0
 _JOIN_GRACE_S = 1.0
 
 
-class RedisTaskStore(TaskStore):
+class RedisTaskStore(RedisStore, TaskStore):
     """Tasks and journals in Redis; every key expires `ttl_s` after the task's last event.
 
     The list indexes expire after twice that: chunks refresh the task's TTL but not the indexes
@@ -157,19 +100,15 @@ class RedisTaskStore(TaskStore):
         client: RedisClient,
         *,
         prefix: str = "a2a",
-        ttl_s: int = 7 * 24 * 3600,
+        ttl_s: int = DEFAULT_TASK_TTL_S,
         journal_max: int = 10_000,
         read_client: RedisClient | None = None,
         batcher: CommandBatcher | None = None,
     ) -> None:
-        self._redis = client
+        super().__init__(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher)
         self._read_redis = read_client or client
-        self._keys = RedisKeys(prefix)
-        self._ttl_ms = int(ttl_s * 1000)
         self._index_ttl_ms = 2 * self._ttl_ms
         self._journal_max = journal_max
-        # The writes of concurrent turns share round trips (shared with the other stores).
-        self._batcher = batcher or CommandBatcher(client)
         # One Redis: the scripts that write a snapshot index the task too (`_run_indexed`).
         self._indexed_in_scripts = isinstance(client, Redis)
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
@@ -196,7 +135,7 @@ class RedisTaskStore(TaskStore):
             self._index_ttl_ms,
         ]
         with redis_available():
-            await self._run_indexed(_CREATE, keys, args, task, owner, add=True)
+            await self._run_indexed(CREATE_TASK, keys, args, task, owner, add=True)
         return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
@@ -274,38 +213,28 @@ class RedisTaskStore(TaskStore):
         token = encode_cursor(*page[-1]) if more and page else ""
         return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
 
-    async def publish(
-        self,
-        task_id: str,
-        event: TaskEvent | bytes,
-        *,
-        owner: str,
-        snapshot: Task | None = None,
-        if_state: TaskState | None = None,
-        event_id: str | None = None,
-        fence: Fence | None = None,
-        snapshot_stored: bytes | None = None,
-        chunks: Sequence[bytes] = (),
-    ) -> int:
+    async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         keys = self._publish_keys(owner, task_id)
-        events = [*chunks, dump_event(event)]
+        events = [*write.chunks, dump_event(write.event)]
+        event_id, fence, snapshot = write.event_id, write.fence, write.snapshot
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
                 args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
-                position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+                position = int(await self._batcher.run_script(PUBLISH_EVENTS, keys, args))
             else:
+                stored = write.snapshot_stored
                 fields = (
-                    snapshot_stored if snapshot_stored is not None else dump_task(snapshot),
+                    stored if stored is not None else dump_task(snapshot),
                     *self._listing_fields(snapshot),
-                    if_state.value if if_state is not None else "",
+                    write.if_state.value if write.if_state is not None else "",
                 )
                 indexes = (task_id, self._index_ttl_ms)
                 args = self._publish_args(events, event_id, fence, fields, indexes)
                 position = int(
-                    await self._run_indexed(_PUBLISH, keys, args, snapshot, owner, add=False)
+                    await self._run_indexed(PUBLISH_EVENTS, keys, args, snapshot, owner, add=False)
                 )
-        return _published(position, task_id, fence=fence, if_state=if_state)
+        return _published(position, task_id, fence=fence, if_state=write.if_state)
 
     async def publish_chunks(
         self,
@@ -319,8 +248,18 @@ class RedisTaskStore(TaskStore):
         keys = self._publish_keys(owner, task_id)
         args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
         with redis_available():
-            position = int(await self._batcher.run_script(_PUBLISH, keys, args))
+            position = int(await self._batcher.run_script(PUBLISH_EVENTS, keys, args))
         return _published(position, task_id, fence=fence)
+
+    def chunk_sink(
+        self, task_id: str, *, owner: str, fence: Fence | None, retry: WriteRetry
+    ) -> ChunkSink:
+        """Chunks written behind the turn, in batches: each write waits for a round trip."""
+
+        def write(batch: Sequence[bytes], event_id: str) -> Awaitable[int]:
+            return self.publish_chunks(task_id, batch, owner=owner, event_id=event_id, fence=fence)
+
+        return WritingBehind(write, retry=retry)
 
     def _publish_args(
         self,
@@ -330,7 +269,7 @@ class RedisTaskStore(TaskStore):
         snapshot: Sequence[Any],
         indexes: Sequence[Any] = _NO_INDEXES,
     ) -> builtins.list[Any]:
-        """`_PUBLISH`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`;
+        """`PUBLISH_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`;
         `indexes` the task id and the indexes' ttl when they are among the keys."""
         holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
         fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)

@@ -15,12 +15,10 @@ import pytest
 from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from stores.redis.stores import (
-    RedisCheckpointStore,
-    RedisLeaseStore,
-    RedisMessageStore,
-    RedisTaskStore,
-)
+from stores.redis.checkpoints import RedisCheckpointStore
+from stores.redis.leases import RedisLeaseStore
+from stores.redis.messages import RedisMessageStore
+from stores.redis.tasks import RedisTaskStore
 from tests.e2e.harness import free_port
 
 REDIS_URL = os.environ.get("A2A_TEST_REDIS_URL", "redis://127.0.0.1:6379/0")

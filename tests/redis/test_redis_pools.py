@@ -17,10 +17,10 @@ from redis.asyncio.connection import Connection
 from redis.connection import PythonRespSerializer
 from redis.exceptions import DataError
 
-from stores.base import LeaseStatus, StoreUnavailable
+from stores.base import JournalWrite, LeaseStatus, StoreUnavailable
 from stores.models import JournalEntry, StatusUpdate, Task, TaskState, TaskStatus
+from stores.redis.factory import PoolSizes, create_redis_stores
 from stores.redis.journal_mux import SHARD_JOURNALS
-from stores.redis.stores import PoolSizes, create_redis_stores
 from stores.redis.support import HiredisConnection, HiredisSSLConnection
 from tests.e2e_redis.support import RedisServer
 from tests.loop_timers import live_timers
@@ -151,7 +151,9 @@ async def test_readers_of_many_journals_share_one_blocking_read(
     async def publish(task_id: str) -> int:
         update = Task(id=task_id, context_id="c", status=TaskStatus(state=TaskState.WORKING))
         event = StatusUpdate(task_id=task_id, context_id="c", status=update.status)
-        return await stores.tasks.publish(task_id, event, owner=OWNER, snapshot=update)
+        return await stores.tasks.publish(
+            task_id, JournalWrite(event, snapshot=update), owner=OWNER
+        )
 
     def reader(task_id: str, after: int = 1) -> asyncio.Task[list[JournalEntry]]:
         return asyncio.create_task(
@@ -212,7 +214,9 @@ async def test_readers_of_one_journal_share_one_blocking_read(
         assert time.monotonic() - started < 2
         update = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.WORKING))
         event = StatusUpdate(task_id="t", context_id="c", status=update.status)
-        assert await stores.tasks.publish("t", event, owner=OWNER, snapshot=update) == 2
+        assert (
+            await stores.tasks.publish("t", JournalWrite(event, snapshot=update), owner=OWNER) == 2
+        )
         results = await asyncio.wait_for(asyncio.gather(*readers), 5)
         assert {tuple(entry.position for entry in found) for found in results} == {(2,)}
         # Readers that leave (their clients went away) leave no read behind: newcomers, on this

@@ -11,16 +11,14 @@ from redis.asyncio import Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 
-from stores.base import StoreUnavailable, TaskQuery
+from stores.base import JournalWrite, StoreUnavailable, TaskQuery
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
+from stores.redis.checkpoints import RedisCheckpointStore
+from stores.redis.factory import create_redis_stores
 from stores.redis.keys import RedisKeys
-from stores.redis.stores import (
-    RedisCheckpointStore,
-    RedisLeaseStore,
-    RedisMessageStore,
-    RedisTaskStore,
-    create_redis_stores,
-)
+from stores.redis.leases import RedisLeaseStore
+from stores.redis.messages import RedisMessageStore
+from stores.redis.tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
 
 pytestmark = pytest.mark.redis
@@ -71,8 +69,8 @@ async def test_every_key_the_stores_write_has_a_ttl(
     await tasks.create(task, owner=OWNER)
     task.status = TaskStatus(state=TaskState.WORKING)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-    await tasks.publish(task.id, update, owner=OWNER)
-    await tasks.publish(task.id, update, owner=OWNER, snapshot=task)
+    await tasks.publish(task.id, JournalWrite(update), owner=OWNER)
+    await tasks.publish(task.id, JournalWrite(update, snapshot=task), owner=OWNER)
     await messages.append(task.context_id, chat("hi"), owner=OWNER, unit_id="u")
     await messages.claim(task.context_id, task.id, owner=OWNER)
     await checkpoints.save(task.id, '{"step": 1}', owner=OWNER)
@@ -122,8 +120,10 @@ def every_store_call(
         "tasks.create": lambda: tasks.create(task, owner=OWNER),
         "tasks.get": lambda: tasks.get("t", owner=OWNER),
         "tasks.list": lambda: tasks.list(TaskQuery(), owner=OWNER),
-        "tasks.publish chunk": lambda: tasks.publish("t", update, owner=OWNER),
-        "tasks.publish snapshot": lambda: tasks.publish("t", update, owner=OWNER, snapshot=task),
+        "tasks.publish chunk": lambda: tasks.publish("t", JournalWrite(update), owner=OWNER),
+        "tasks.publish snapshot": lambda: tasks.publish(
+            "t", JournalWrite(update, snapshot=task), owner=OWNER
+        ),
         "tasks.read": lambda: tasks.read("t", owner=OWNER, after=0, timeout_s=1),
         "messages.window": lambda: messages.window("c", owner=OWNER, limit=5),
         "messages.append": lambda: messages.append("c", chat("x"), owner=OWNER, unit_id="u"),

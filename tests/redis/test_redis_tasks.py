@@ -15,7 +15,7 @@ from typing import Any, ClassVar
 import pytest
 from redis.asyncio import BlockingConnectionPool, Connection, Redis
 
-from stores.base import StateConflict, TaskGone, TaskQuery
+from stores.base import JournalWrite, StateConflict, TaskGone, TaskQuery
 from stores.models import (
     Artifact,
     ArtifactUpdate,
@@ -31,8 +31,9 @@ from stores.models import (
     TaskStatus,
 )
 from stores.redis.batch import CommandBatcher
+from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.keys import RedisKeys
-from stores.redis.stores import RedisCheckpointStore, RedisMessageStore
+from stores.redis.messages import RedisMessageStore
 from stores.redis.support import timestamp_ms
 from stores.redis.tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL, TTL_S, keys_with_prefix
@@ -110,13 +111,13 @@ async def test_every_event_kind_round_trips(tasks: RedisTaskStore) -> None:
     await tasks.create(task, owner=OWNER)
     events = every_kind_of_event(task)
     for event in events:
-        await tasks.publish(task.id, event, owner=OWNER)
+        await tasks.publish(task.id, JournalWrite(event), owner=OWNER)
     entries = await tasks.read(task.id, owner=OWNER, after=1, timeout_s=0)
     assert [entry.event for entry in entries] == events
     assert [type(entry.event) for entry in entries] == [StatusUpdate, ArtifactUpdate, TaskSnapshot]
     snapshot = events[-1]
     assert isinstance(snapshot, TaskSnapshot)
-    await tasks.publish(task.id, events[0], owner=OWNER, snapshot=snapshot.task)
+    await tasks.publish(task.id, JournalWrite(events[0], snapshot=snapshot.task), owner=OWNER)
     record = await tasks.get(task.id, owner=OWNER)
     assert record is not None and record.task == snapshot.task and record.position == 5
 
@@ -126,7 +127,7 @@ async def test_stored_json_keeps_the_kind_and_camel_case(
 ) -> None:
     task = make_task()
     await tasks.create(task, owner=OWNER)
-    await tasks.publish(task.id, chunk(task, "x"), owner=OWNER)
+    await tasks.publish(task.id, JournalWrite(chunk(task, "x")), owner=OWNER)
     keys = RedisKeys(tasks._keys.prefix)
     entries = await client.xrange(keys.journal(OWNER, task.id))
     assert [entry_id for entry_id, _ in entries] == [b"1-1", b"2-1"]
@@ -144,7 +145,7 @@ async def test_journal_is_trimmed_to_about_journal_max(
     task = make_task()
     await store.create(task, owner=OWNER)
     for i in range(600):
-        await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
+        await store.publish(task.id, JournalWrite(chunk(task, str(i))), owner=OWNER)
     length = await client.xlen(RedisKeys(prefix).journal(OWNER, task.id))
     # MAXLEN ~ trims whole stream nodes (100 entries by default): at most one node over.
     assert 20 <= length <= 20 + 100
@@ -164,7 +165,7 @@ async def test_blocking_read_wakes_on_a_publish_from_another_client(
     await asyncio.sleep(0.2)  # the reader is blocked in XREAD by now
     assert not reader.done()
     published = time.monotonic()
-    await elsewhere.publish(task.id, chunk(task, "wake"), owner=OWNER)
+    await elsewhere.publish(task.id, JournalWrite(chunk(task, "wake")), owner=OWNER)
     entries = await asyncio.wait_for(reader, 5)
     woke_after = time.monotonic() - published
     assert [entry.position for entry in entries] == [2]
@@ -200,7 +201,7 @@ async def test_many_blocked_readers_do_not_starve_commands(prefix: str) -> None:
         ]
         await asyncio.sleep(0.3)
         started = time.monotonic()
-        await store.publish(task.id, chunk(task, "x"), owner=OWNER)
+        await store.publish(task.id, JournalWrite(chunk(task, "x")), owner=OWNER)
         assert (await store.get(task.id, owner=OWNER)) is not None
         assert time.monotonic() - started < 0.5
         results = await asyncio.wait_for(asyncio.gather(*readers), 5)
@@ -251,17 +252,19 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
     store, client = counted
     task = make_task()
     await store.create(task, owner=OWNER)
-    await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
+    await store.publish(
+        task.id, JournalWrite(chunk(task, "warm up: the script is loaded")), owner=OWNER
+    )
     writes = _CountingConnection.writes
     writes.clear()
     for i in range(10):
-        await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
+        await store.publish(task.id, JournalWrite(chunk(task, str(i))), owner=OWNER)
     assert writes == [["EVALSHA"]] * 10
 
     writes.clear()
     working = make_task(state=TaskState.WORKING)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
-    await store.publish(task.id, update, owner=OWNER, snapshot=working)
+    await store.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER)
     assert writes == [["EVALSHA"]]  # on one Redis the script moves the task in the indexes
     keys = RedisKeys(store._keys.prefix)
     moved_to = timestamp_ms(working.status.timestamp)
@@ -288,10 +291,10 @@ async def test_a_refused_state_change_leaves_the_indexes_as_they_were(
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
     with pytest.raises(StateConflict):
         await tasks.publish(
-            task.id, update, owner=OWNER, snapshot=working, if_state=TaskState.WORKING
+            task.id, JournalWrite(update, snapshot=working, if_state=TaskState.WORKING), owner=OWNER
         )
     assert [await client.zscore(index, task.id) for index in indexes] == created_at
-    await tasks.publish(task.id, update, owner=OWNER, snapshot=working)
+    await tasks.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER)
     moved_to = timestamp_ms(working.status.timestamp)
     assert [await client.zscore(index, task.id) for index in indexes] == [moved_to] * 2
     assert [task.id for task in (await tasks.list(TaskQuery(), owner=OWNER)).tasks] == [task.id]
@@ -306,7 +309,9 @@ async def test_a_reader_following_a_task_costs_no_extra_command_per_chunk(
     store, _ = counted
     task = make_task()
     await store.create(task, owner=OWNER)
-    await store.publish(task.id, chunk(task, "warm up: the script is loaded"), owner=OWNER)
+    await store.publish(
+        task.id, JournalWrite(chunk(task, "warm up: the script is loaded")), owner=OWNER
+    )
 
     async def follow() -> list[int]:
         seen: list[int] = []
@@ -330,7 +335,7 @@ async def test_a_reader_following_a_task_costs_no_extra_command_per_chunk(
     writes = _CountingConnection.writes
     writes.clear()
     for i in range(10):
-        await store.publish(task.id, chunk(task, str(i)), owner=OWNER)
+        await store.publish(task.id, JournalWrite(chunk(task, str(i))), owner=OWNER)
         await asyncio.sleep(0.03)  # the reader reads each chunk before the next is written
     assert await asyncio.wait_for(following, 5) == list(range(2, 13))
     assert writes == [["EVALSHA"]] * 10
@@ -356,7 +361,7 @@ async def test_concurrent_chunks_share_round_trips_each_with_its_own_reply(
     writes.clear()
     outcomes = await asyncio.gather(
         *(
-            store.publish(task.id, chunk(task, f"{n}.{i}"), owner=OWNER)
+            store.publish(task.id, JournalWrite(chunk(task, f"{n}.{i}")), owner=OWNER)
             for i in range(5)
             for n, task in enumerate(turns)
         ),
@@ -409,7 +414,7 @@ async def test_concurrent_turns_writes_of_every_store_share_round_trips(
         working = make_task(task.id, context_id=task.context_id, state=TaskState.WORKING)
         update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
         await asyncio.gather(
-            tasks.publish(task.id, update, owner=OWNER, snapshot=working),
+            tasks.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER),
             checkpoints.save(task.id, f"checkpoint of {task.id}", owner=OWNER),
             messages.append(
                 task.context_id,
@@ -442,11 +447,11 @@ async def test_scripts_are_reloaded_after_a_script_flush(
     task = make_task()
     await tasks.create(task, owner=OWNER)
     await client.script_flush()
-    assert await tasks.publish(task.id, chunk(task, "a"), owner=OWNER) == 2
+    assert await tasks.publish(task.id, JournalWrite(chunk(task, "a")), owner=OWNER) == 2
     await client.script_flush()
     working = make_task(state=TaskState.WORKING)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
-    assert await tasks.publish(task.id, update, owner=OWNER, snapshot=working) == 3
+    assert await tasks.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER) == 3
     await client.script_flush()
     await tasks.create(make_task("t2"), owner=OWNER)
     assert (await tasks.list(TaskQuery(), owner=OWNER)).total_size == 2
@@ -465,7 +470,7 @@ async def test_every_key_has_a_ttl_refreshed_by_activity(
     names = RedisKeys(prefix)
     for key in (names.task(OWNER, task.id), names.journal(OWNER, task.id)):
         await client.pexpire(key, 5000)
-    await tasks.publish(task.id, chunk(task, "x"), owner=OWNER)
+    await tasks.publish(task.id, JournalWrite(chunk(task, "x")), owner=OWNER)
     for key in (names.task(OWNER, task.id), names.journal(OWNER, task.id)):
         assert await client.ttl(key) > TTL_S - 10, key
 
@@ -473,7 +478,7 @@ async def test_every_key_has_a_ttl_refreshed_by_activity(
         await client.pexpire(key, 5000)
     working = make_task(state=TaskState.WORKING)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
-    await tasks.publish(task.id, update, owner=OWNER, snapshot=working)
+    await tasks.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER)
     for key in await keys_with_prefix(client, prefix):
         assert await client.ttl(key) > TTL_S - 10, key
 
@@ -509,9 +514,11 @@ async def test_owner_scoping_is_structural(
     for intruder in ("owner", "owner:1", "owner:1{a}x", ""):
         assert await tasks.get(task.id, owner=intruder) is None
         with pytest.raises(TaskGone):
-            await tasks.publish(task.id, chunk(task, "x"), owner=intruder)
+            await tasks.publish(task.id, JournalWrite(chunk(task, "x")), owner=intruder)
         with pytest.raises(TaskGone):
-            await tasks.publish(task.id, chunk(task, "x"), owner=intruder, snapshot=task)
+            await tasks.publish(
+                task.id, JournalWrite(chunk(task, "x"), snapshot=task), owner=intruder
+            )
         assert (await tasks.list(TaskQuery(), owner=intruder)).total_size == 0
         assert await tasks.read(task.id, owner=intruder, after=0, timeout_s=0) == []
     assert await keys_with_prefix(client, prefix) == before  # the attempts left nothing behind
@@ -525,7 +532,7 @@ async def test_works_with_a_decoding_client(prefix: str, read_client: Redis) -> 
         task = make_task()
         await store.create(task, owner=OWNER)
         for event in every_kind_of_event(task):
-            await store.publish(task.id, event, owner=OWNER)
+            await store.publish(task.id, JournalWrite(event), owner=OWNER)
         entries = await store.read(task.id, owner=OWNER, after=0, timeout_s=0)
         assert [entry.position for entry in entries] == [1, 2, 3, 4]
         page = await store.list(TaskQuery(), owner=OWNER)

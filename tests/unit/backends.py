@@ -14,12 +14,10 @@ from redis.asyncio import Redis
 
 from stores.base import CheckpointStore, LeaseStore, MessageStore, TaskStore
 from stores.memory import InMemoryStores
-from stores.redis.stores import (
-    RedisCheckpointStore,
-    RedisLeaseStore,
-    RedisMessageStore,
-    RedisTaskStore,
-)
+from stores.redis.checkpoints import RedisCheckpointStore
+from stores.redis.leases import RedisLeaseStore
+from stores.redis.messages import RedisMessageStore
+from stores.redis.tasks import RedisTaskStore
 from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"

@@ -19,13 +19,13 @@ from agent.events import CheckpointReached
 from agent.hooks import Approval, HookChain, Hooks
 from agent.llm.base import LLMRequest, LLMResponse
 from agent.loop import AgentLoop
-from agent.runtime.publisher import TurnCheckpoint
 from agent.runtime.runner import TaskRunner
+from agent.runtime.turn import TurnCheckpoint
 from agent.state import LoopState
 from agent.tools.base import ToolResult
 from agent.tools.function import FunctionTool
 from agent.tools.toolbox import Toolbox
-from stores.base import Fence
+from stores.base import Fence, JournalWrite
 from stores.memory import (
     InMemoryCheckpointStore,
     InMemoryLeaseStore,
@@ -394,6 +394,6 @@ async def orphan_without_a_turn(stores: Stores, state: TaskState = TaskState.WOR
     if state != TaskState.SUBMITTED:
         task.status = TaskStatus(state=state)
         update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-        await stores.tasks.publish(task.id, update, owner=OWNER, snapshot=task)
+        await stores.tasks.publish(task.id, JournalWrite(update, snapshot=task), owner=OWNER)
     await expire_lease(stores, task.id, "dead-process")
     return task

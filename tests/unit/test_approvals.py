@@ -13,7 +13,7 @@ from agent.events import (
 )
 from agent.hooks import ApprovalRequired
 from agent.runtime.answers import AnswerRejected
-from agent.runtime.publisher import TurnCheckpoint
+from agent.runtime.turn import TurnCheckpoint
 from agent.state import LoopState
 from stores.models import Message, Part, Role, TaskState
 

@@ -8,11 +8,13 @@ from __future__ import annotations
 
 import asyncio
 import uuid
+from collections.abc import Awaitable, Callable
 
 import pytest
 
 from stores.base import (
     Fence,
+    JournalWrite,
     LeaseLost,
     LeaseStatus,
     LeaseStore,
@@ -49,7 +51,9 @@ async def _take_over(
 
 async def _chunk(backend: Backend, task: Task, owner: str, fence: Fence, text: str) -> int:
     """Publish one answer chunk as the holder of `fence`."""
-    return await backend.tasks.publish(task.id, chunk_event(task, text), owner=owner, fence=fence)
+    return await backend.tasks.publish(
+        task.id, JournalWrite(chunk_event(task, text), fence=fence), owner=owner
+    )
 
 
 # --- epochs ------------------------------------------------------------------------------------
@@ -127,10 +131,12 @@ async def test_a_fenced_publish_after_a_takeover_writes_nothing(
     with pytest.raises(LeaseLost):
         await backend.tasks.publish(
             task.id,
-            status_event(task, TaskState.COMPLETED),
+            JournalWrite(
+                status_event(task, TaskState.COMPLETED),
+                snapshot=with_state(task, TaskState.COMPLETED),
+                fence=old,
+            ),
             owner=owner,
-            snapshot=with_state(task, TaskState.COMPLETED),
-            fence=old,
         )
     assert await _chunk(backend, task, owner, new, "b") == 3
     entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
@@ -174,10 +180,10 @@ async def test_a_retried_fenced_publish_is_journaled_once_even_after_losing_the_
     task = make_task()
     fence = await _lease(backend.leases, task.id, owner, "a")
     await backend.tasks.create(task, owner=owner)
-    event = chunk_event(task, "x")
-    assert await backend.tasks.publish(task.id, event, owner=owner, fence=fence, event_id="e1") == 2
+    write = JournalWrite(chunk_event(task, "x"), fence=fence, event_id="e1")
+    assert await backend.tasks.publish(task.id, write, owner=owner) == 2
     await backend.leases.release(task.id, owner=owner, holder="a")
-    assert await backend.tasks.publish(task.id, event, owner=owner, fence=fence, event_id="e1") == 2
+    assert await backend.tasks.publish(task.id, write, owner=owner) == 2
 
 
 @pytest.mark.redis
@@ -235,3 +241,64 @@ async def test_a_fenced_chunk_batch_after_a_takeover_writes_nothing(
     assert await backend.tasks.publish_chunks(task.id, batch[:1], owner=owner, fence=new) == 4
     entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
     assert [entry.position for entry in entries] == [1, 2, 3, 4], "the stale writer was journaled"
+
+
+# --- a turn's chunk sink (TaskStore.chunk_sink) --------------------------------------------------
+
+
+async def _no_retry(write: Callable[[], Awaitable[int]]) -> int:
+    return await write()
+
+
+async def test_a_chunk_sink_keeps_the_turns_order_with_its_next_event(
+    backend: Backend, owner: str
+) -> None:
+    """Whatever the store's way of writing chunks, a turn's chunks and its next event are
+    journaled in the order the turn made them, at consecutive positions."""
+    task = make_task()
+    fence = await _lease(backend.leases, task.id, owner, "a")
+    await backend.tasks.create(task, owner=owner)
+    sink = backend.tasks.chunk_sink(task.id, owner=owner, fence=fence, retry=_no_retry)
+    for text in ("a", "b", "c"):
+        await sink.send(dump_event(chunk_event(task, text)))
+    taken = sink.take()
+    await sink.written()
+    done = status_event(task, TaskState.COMPLETED)
+    write = JournalWrite(done, chunks=taken, fence=fence)
+    assert await backend.tasks.publish(task.id, write, owner=owner) == 5
+    entries = await backend.tasks.read(task.id, owner=owner, after=1, timeout_s=0)
+    assert [entry.position for entry in entries] == [2, 3, 4, 5]
+    texts = [e.event.artifact.parts[0].text for e in entries[:3]]  # type: ignore[union-attr]
+    assert texts == ["a", "b", "c"]
+    assert entries[-1].event == done
+
+
+async def test_a_chunk_sink_of_a_lost_lease_raises_and_writes_nothing(
+    backend: Backend, owner: str
+) -> None:
+    task = make_task()
+    old = await _lease(backend.leases, task.id, owner, "old")
+    await backend.tasks.create(task, owner=owner)
+    sink = backend.tasks.chunk_sink(task.id, owner=owner, fence=old, retry=_no_retry)
+    await _take_over(backend.leases, task.id, owner, old, new="new")
+    await sink.send(dump_event(chunk_event(task, "late")))
+    with pytest.raises(LeaseLost):
+        await sink.written()
+    entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [1], "the stale writer was journaled"
+
+
+async def test_a_stopped_chunk_sink_leaves_what_it_had_not_written(
+    backend: Backend, owner: str
+) -> None:
+    """A turn stopped without ending (shutdown): its unwritten chunks are left, as a crash would
+    leave them, and nothing is written after the stop."""
+    task = make_task()
+    fence = await _lease(backend.leases, task.id, owner, "a")
+    await backend.tasks.create(task, owner=owner)
+    sink = backend.tasks.chunk_sink(task.id, owner=owner, fence=fence, retry=_no_retry)
+    await sink.send(dump_event(chunk_event(task, "never")))
+    await sink.stop()
+    await asyncio.sleep(0.05)  # a write scheduled for later would have run by now
+    entries = await backend.tasks.read(task.id, owner=owner, after=0, timeout_s=0)
+    assert [entry.position for entry in entries] == [1]

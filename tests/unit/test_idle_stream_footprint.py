@@ -160,7 +160,7 @@ async def test_an_idle_stream_waits_through_no_framework_layer(server: int) -> N
     framework = [name for name in modules if name.split(".")[0] in ("starlette", "fastapi")]
     assert framework == [], modules
     # It does wait where it should: in the SSE response, reading the journal.
-    assert "app.a2a.sse" in modules and modules[-1] == "stores.memory", modules
+    assert "app.a2a.sse" in modules and modules[-1] == "stores.memory.tasks", modules
     # And holds nothing it has passed on: not the snapshot it sent first, nor a batch of entries.
     held = [
         (frame.f_code.co_name, name, type(value).__name__)

@@ -8,10 +8,10 @@ from __future__ import annotations
 import pytest
 
 from app.errors import OverloadedError, as_a2a_error
-from stores import memory
-from stores.base import StoreFull
+from stores.base import JournalWrite, StoreFull
 from stores.codec import dump_event
 from stores.memory import InMemoryMessageStore, InMemoryStores, InMemoryTaskStore
+from stores.memory import support as memory_support
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
 
@@ -27,7 +27,7 @@ class Clock:
 @pytest.fixture(autouse=True)
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(memory.time, "monotonic", fake)
+    monkeypatch.setattr(memory_support.time, "monotonic", fake)  # the module every store reads
     return fake
 
 
@@ -38,7 +38,7 @@ def task(task_id: str, state: TaskState = TaskState.WORKING) -> Task:
 async def finish(store: InMemoryTaskStore, task_id: str, owner: str = "o") -> None:
     done = task(task_id, TaskState.COMPLETED)
     update = StatusUpdate(task_id=task_id, context_id="c", status=done.status)
-    await store.publish(task_id, update, owner=owner, snapshot=done)
+    await store.publish(task_id, JournalWrite(update, snapshot=done), owner=owner)
 
 
 async def test_the_oldest_ended_tasks_make_room_with_their_journals() -> None:
@@ -135,7 +135,7 @@ async def test_a_journal_keeps_its_last_entries_at_their_positions() -> None:
         update = StatusUpdate(
             task_id="a", context_id="c", status=TaskStatus(state=TaskState.WORKING)
         )
-        await store.publish("a", update if n % 2 else dump_event(update), owner="o")
+        await store.publish("a", JournalWrite(update if n % 2 else dump_event(update)), owner="o")
     await finish(store, "a")  # position 11
     entries = await store.read("a", owner="o", after=0, timeout_s=0)
     assert [entry.position for entry in entries] == [7, 8, 9, 10, 11]

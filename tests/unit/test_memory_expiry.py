@@ -4,9 +4,9 @@ from __future__ import annotations
 
 import pytest
 
-from stores import memory
-from stores.base import LeaseStatus
+from stores.base import JournalWrite, LeaseStatus
 from stores.memory import InMemoryLeaseStore, InMemoryMessageStore, InMemoryTaskStore
+from stores.memory import support as memory_support
 from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
 
 from .fake_clock import Clock
@@ -15,7 +15,7 @@ from .fake_clock import Clock
 @pytest.fixture
 def clock(monkeypatch: pytest.MonkeyPatch) -> Clock:
     fake = Clock()
-    monkeypatch.setattr(memory.time, "monotonic", fake)
+    monkeypatch.setattr(memory_support.time, "monotonic", fake)  # the module every store reads
     return fake
 
 
@@ -30,7 +30,7 @@ async def test_idle_tasks_expire_and_active_ones_stay(clock: Clock) -> None:
     clock.now += 3000
     status = task("busy").status
     await store.publish(
-        "busy", StatusUpdate(task_id="busy", context_id="c", status=status), owner="o"
+        "busy", JournalWrite(StatusUpdate(task_id="busy", context_id="c", status=status)), owner="o"
     )
     clock.now += 3000  # "old" idle 6000 s > TTL; "busy" idle 3000 s
     await store.create(task("new"), owner="o")  # a write sweeps (at most once a minute)

@@ -8,7 +8,7 @@ from pydantic import ValidationError
 from app.main import describe_stores
 from app.settings import Settings
 from stores.redis.cluster import ClusterAddress, is_cluster_url
-from stores.redis.stores import create_redis_stores
+from stores.redis.factory import create_redis_stores
 
 
 def test_seed_nodes_credentials_and_tls() -> None:

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import asyncio
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Sequence
 
 import pytest
 
@@ -14,6 +14,9 @@ from agent.runtime.publisher import ANSWER_ARTIFACT_NAME
 from agent.runtime.runner import TaskRunner
 from agent.tools.function import FunctionTool
 from agent.tools.toolbox import Toolbox
+from stores.base import ChunkSink, Fence, JournalWrite, WriteRetry
+from stores.chunks import WritingBehind
+from stores.memory import InMemoryTaskStore
 from stores.models import (
     ArtifactUpdate,
     JournalEntry,
@@ -419,6 +422,23 @@ async def test_turns_of_different_contexts_run_concurrently(rig: Rig) -> None:
     assert entries[-1].event.status.state == TaskState.COMPLETED
 
 
+def writing_behind(tasks: InMemoryTaskStore, monkeypatch: pytest.MonkeyPatch) -> None:
+    """Make the store hand turns the chunk sink of a store a write waits for (Redis): chunks
+    written behind the turn, in batches, each through `tasks.publish_chunks`."""
+
+    def chunk_sink(
+        task_id: str, *, owner: str, fence: Fence | None, retry: WriteRetry
+    ) -> ChunkSink:
+        async def write(batch: Sequence[bytes], event_id: str) -> int:
+            return await tasks.publish_chunks(
+                task_id, batch, owner=owner, event_id=event_id, fence=fence
+            )
+
+        return WritingBehind(write, retry=retry)
+
+    monkeypatch.setattr(tasks, "chunk_sink", chunk_sink)
+
+
 async def test_cancel_while_chunks_are_being_written(
     pausing: tuple[Rig, PausingModel], monkeypatch: pytest.MonkeyPatch
 ) -> None:
@@ -428,8 +448,7 @@ async def test_cancel_while_chunks_are_being_written(
     rig, _ = pausing
     writing, release = asyncio.Event(), asyncio.Event()
     publish_chunks = rig.tasks.publish_chunks
-    # As a store a write waits for (Redis): the chunks written behind the turn, in batches.
-    monkeypatch.setattr(rig.tasks, "writes_in_process", False)
+    writing_behind(rig.tasks, monkeypatch)
 
     async def slow_publish_chunks(*args: object, **kwargs: object) -> int:
         writing.set()
@@ -461,15 +480,15 @@ async def test_chunks_not_yet_taken_by_a_write_go_with_the_next_event(
 ) -> None:
     """With a store a write waits for (Redis), an answer streamed faster than it is written costs
     no write of its own: the chunks still waiting go in the COMPLETED event's write, before it."""
-    monkeypatch.setattr(rig.tasks, "writes_in_process", False)
+    writing_behind(rig.tasks, monkeypatch)
     writes: list[tuple[str, int]] = []
     publish, publish_chunks = rig.tasks.publish, rig.tasks.publish_chunks
 
-    async def counted_publish(*args: object, **kwargs: object) -> int:
-        event = args[1]
+    async def counted_publish(task_id: str, write: JournalWrite, *, owner: str) -> int:
+        event = write.event
         state = event.status.state.value if isinstance(event, StatusUpdate) else "other"
-        writes.append((state, len(kwargs.get("chunks") or ())))  # type: ignore[arg-type]
-        return await publish(*args, **kwargs)  # type: ignore[arg-type]
+        writes.append((state, len(write.chunks)))
+        return await publish(task_id, write, owner=owner)
 
     async def counted_chunks(*args: object, **kwargs: object) -> int:
         writes.append(("chunks", len(args[1])))  # type: ignore[arg-type]
@@ -519,7 +538,7 @@ class PausingModel(LLMClient):
 async def pausing() -> AsyncIterator[tuple[Rig, PausingModel]]:
     model = PausingModel()
     rig = Rig(ScriptedLLM(), AgentLoop(model, Toolbox([], timeout_s=5), max_iterations=5))
-    assert rig.tasks.writes_in_process
+    assert type(rig.tasks) is InMemoryTaskStore  # its own sink: chunks written at once
     yield rig, model
     for gate in model.gates:
         gate.set()

@@ -25,6 +25,7 @@ from redis.asyncio import Redis
 from stores.base import (
     CheckpointStore,
     InvalidPageToken,
+    JournalWrite,
     MessageStore,
     TaskGone,
     TaskQuery,
@@ -47,7 +48,9 @@ from stores.models import (
     ToolCall,
     event_state,
 )
-from stores.redis.stores import RedisCheckpointStore, RedisMessageStore, RedisTaskStore
+from stores.redis.checkpoints import RedisCheckpointStore
+from stores.redis.messages import RedisMessageStore
+from stores.redis.tasks import RedisTaskStore
 from tests.redis_cluster import cluster_stores_client
 
 
@@ -275,7 +278,9 @@ async def test_create_and_publish_keep_their_own_copy(task_store: TaskStore, own
 
     snapshot = with_state(stored, TaskState.WORKING)
     await task_store.publish(
-        task.id, status_event(stored, TaskState.WORKING), owner=owner, snapshot=snapshot
+        task.id,
+        JournalWrite(status_event(stored, TaskState.WORKING), snapshot=snapshot),
+        owner=owner,
     )
     snapshot.status.state = TaskState.CANCELED  # changed after publish
     assert (await task_store.get(task.id, owner=owner)).task.status.state == TaskState.WORKING
@@ -317,7 +322,8 @@ async def test_publish_numbers_events_consecutively(task_store: TaskStore, owner
     task = make_task()
     await task_store.create(task, owner=owner)
     positions = [
-        await task_store.publish(task.id, chunk_event(task, str(i)), owner=owner) for i in range(4)
+        await task_store.publish(task.id, JournalWrite(chunk_event(task, str(i))), owner=owner)
+        for i in range(4)
     ]
     assert positions == [2, 3, 4, 5]
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
@@ -330,8 +336,10 @@ async def test_publish_without_snapshot_leaves_the_snapshot_and_its_position(
 ) -> None:
     task = make_task()
     await task_store.create(task, owner=owner)
-    await task_store.publish(task.id, chunk_event(task, "a", append=False), owner=owner)
-    await task_store.publish(task.id, chunk_event(task, "b"), owner=owner)
+    await task_store.publish(
+        task.id, JournalWrite(chunk_event(task, "a", append=False)), owner=owner
+    )
+    await task_store.publish(task.id, JournalWrite(chunk_event(task, "b")), owner=owner)
 
     record = await task_store.get(task.id, owner=owner)
     assert record.task == task
@@ -351,10 +359,10 @@ async def test_publish_with_snapshot_replaces_it_and_records_its_position(
     stored = json.dumps(json.loads(dump_task(working)), indent=1).encode() if given_stored else None
     position = await task_store.publish(
         task.id,
-        status_event(task, TaskState.WORKING),
+        JournalWrite(
+            status_event(task, TaskState.WORKING), snapshot=working, snapshot_stored=stored
+        ),
         owner=owner,
-        snapshot=working,
-        snapshot_stored=stored,
     )
     assert position == 2
     record = await task_store.get(task.id, owner=owner)
@@ -363,7 +371,7 @@ async def test_publish_with_snapshot_replaces_it_and_records_its_position(
     assert record.stored == (stored if given_stored else dump_task(working))
 
     await task_store.publish(
-        task.id, chunk_event(task, "x"), owner=owner
+        task.id, JournalWrite(chunk_event(task, "x")), owner=owner
     )  # position 3, no snapshot
     record = await task_store.get(task.id, owner=owner)
     assert record.task == working
@@ -371,7 +379,7 @@ async def test_publish_with_snapshot_replaces_it_and_records_its_position(
 
     done = with_state(working, TaskState.COMPLETED)
     position = await task_store.publish(
-        task.id, status_event(task, TaskState.COMPLETED), owner=owner, snapshot=done
+        task.id, JournalWrite(status_event(task, TaskState.COMPLETED), snapshot=done), owner=owner
     )
     assert position == 4
     record = await task_store.get(task.id, owner=owner)
@@ -386,10 +394,10 @@ async def test_snapshot_then_read_after_its_position_sees_every_later_event_once
     await task_store.create(task, owner=owner)
     working = with_state(task, TaskState.WORKING)
     await task_store.publish(
-        task.id, status_event(task, TaskState.WORKING), owner=owner, snapshot=working
+        task.id, JournalWrite(status_event(task, TaskState.WORKING), snapshot=working), owner=owner
     )
     for text in ("a", "b", "c"):
-        await task_store.publish(task.id, chunk_event(task, text), owner=owner)
+        await task_store.publish(task.id, JournalWrite(chunk_event(task, text)), owner=owner)
 
     record = await task_store.get(task.id, owner=owner)
     later = await task_store.read(task.id, owner=owner, after=record.position, timeout_s=0)
@@ -400,7 +408,7 @@ async def test_read_after_n_returns_only_later_entries(task_store: TaskStore, ow
     task = make_task()
     await task_store.create(task, owner=owner)
     for i in range(5):
-        await task_store.publish(task.id, chunk_event(task, str(i)), owner=owner)
+        await task_store.publish(task.id, JournalWrite(chunk_event(task, str(i))), owner=owner)
     entries = await task_store.read(task.id, owner=owner, after=3, timeout_s=0)
     assert [e.position for e in entries] == [4, 5, 6]
     assert await task_store.read(task.id, owner=owner, after=6, timeout_s=0) == []
@@ -429,7 +437,7 @@ async def test_journal_entries_are_not_shared_with_callers(
     assert again.event.task == task, "mutating an entry returned by read() changed the journal"
 
     event = chunk_event(task, "original")
-    await task_store.publish(task.id, event, owner=owner)
+    await task_store.publish(task.id, JournalWrite(event), owner=owner)
     event.artifact.parts[0].text = "changed after publish"
     (published,) = await task_store.read(task.id, owner=owner, after=1, timeout_s=0)
     assert published.event.artifact.parts[0].text == "original", (
@@ -453,7 +461,7 @@ async def test_read_wakes_when_an_entry_is_published(task_store: TaskStore, owne
 
     async def publish_later() -> None:
         await asyncio.sleep(0.1)
-        await task_store.publish(task.id, chunk_event(task, "late"), owner=owner)
+        await task_store.publish(task.id, JournalWrite(chunk_event(task, "late")), owner=owner)
 
     publisher = asyncio.create_task(publish_later())
     started = time.monotonic()
@@ -473,7 +481,7 @@ async def test_concurrent_readers_all_wake(task_store: TaskStore, owner: str) ->
         for _ in range(3)
     ]
     await asyncio.sleep(0.05)
-    await task_store.publish(task.id, chunk_event(task, "x"), owner=owner)
+    await task_store.publish(task.id, JournalWrite(chunk_event(task, "x")), owner=owner)
     results = await asyncio.wait_for(asyncio.gather(*readers), 2)
     assert [[e.position for e in r] for r in results] == [[2], [2], [2]]
 
@@ -481,7 +489,7 @@ async def test_concurrent_readers_all_wake(task_store: TaskStore, owner: str) ->
 async def test_read_returns_at_once_when_entries_exist(task_store: TaskStore, owner: str) -> None:
     task = make_task()
     await task_store.create(task, owner=owner)
-    await task_store.publish(task.id, chunk_event(task, "x"), owner=owner)
+    await task_store.publish(task.id, JournalWrite(chunk_event(task, "x")), owner=owner)
     started = time.monotonic()
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=5)
     assert time.monotonic() - started < 0.5
@@ -513,7 +521,7 @@ async def test_list_follows_the_latest_snapshot(task_store: TaskStore, owner: st
     old, new = await _create_at(task_store, owner, [1, 2])
     moved = with_state(old, TaskState.WORKING, at=T0 + timedelta(minutes=10))
     await task_store.publish(
-        old.id, status_event(old, TaskState.WORKING), owner=owner, snapshot=moved
+        old.id, JournalWrite(status_event(old, TaskState.WORKING), snapshot=moved), owner=owner
     )
     page = await task_store.list(TaskQuery(), owner=owner)
     assert [t.id for t in page.tasks] == [old.id, new.id]
@@ -535,7 +543,7 @@ async def test_list_filters(task_store: TaskStore, owner: str) -> None:
     (b1,) = await _create_at(task_store, owner, [3], context_id="ctx-b")
     done = with_state(a2, TaskState.COMPLETED)
     await task_store.publish(
-        a2.id, status_event(a2, TaskState.COMPLETED), owner=owner, snapshot=done
+        a2.id, JournalWrite(status_event(a2, TaskState.COMPLETED), snapshot=done), owner=owner
     )
 
     by_context = await task_store.list(TaskQuery(context_id="ctx-a"), owner=owner)
@@ -862,10 +870,10 @@ async def test_a_retried_publish_is_journaled_once(task_store: TaskStore) -> Non
     working = StatusUpdate(
         task_id=task.id, context_id="c", status=TaskStatus(state=TaskState.WORKING)
     )
-    first = await task_store.publish(task.id, working, owner=owner, event_id="e-1")
-    again = await task_store.publish(task.id, working, owner=owner, event_id="e-1")
+    first = await task_store.publish(task.id, JournalWrite(working, event_id="e-1"), owner=owner)
+    again = await task_store.publish(task.id, JournalWrite(working, event_id="e-1"), owner=owner)
     assert again == first
-    later = await task_store.publish(task.id, working, owner=owner, event_id="e-2")
+    later = await task_store.publish(task.id, JournalWrite(working, event_id="e-2"), owner=owner)
     assert later == first + 1
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
     assert [entry.position for entry in entries] == [1, first, later]
@@ -890,7 +898,10 @@ async def test_chunks_published_together_take_consecutive_positions_in_order(
     record = await task_store.get(task.id, owner=owner)
     assert record is not None and record.position == 1
     assert (
-        await task_store.publish(task.id, status_event(task, TaskState.WORKING), owner=owner) == 6
+        await task_store.publish(
+            task.id, JournalWrite(status_event(task, TaskState.WORKING)), owner=owner
+        )
+        == 6
     )
 
 
@@ -901,10 +912,12 @@ async def test_entries_read_carry_the_kind_and_state_of_their_events(
     it was written: the task itself, a status update (a model, or given as bytes), chunks."""
     task = make_task()
     await task_store.create(task, owner=owner)
-    await task_store.publish(task.id, status_event(task, TaskState.WORKING), owner=owner)
+    await task_store.publish(
+        task.id, JournalWrite(status_event(task, TaskState.WORKING)), owner=owner
+    )
     await task_store.publish_chunks(task.id, [dump_event(chunk_event(task, "x"))], owner=owner)
     ended = dump_event(status_event(task, TaskState.COMPLETED))
-    await task_store.publish(task.id, ended, owner=owner)
+    await task_store.publish(task.id, JournalWrite(ended), owner=owner)
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)
     seen = [(entry.kind, entry.state) for entry in entries]
     assert seen == [
@@ -939,10 +952,10 @@ async def test_chunks_published_with_an_event_go_before_it_in_the_same_write(
     task.status = TaskStatus(state=TaskState.COMPLETED)
     ended = status_event(task, TaskState.COMPLETED)
     first = await task_store.publish(
-        task.id, ended, owner=owner, snapshot=task, event_id="end", chunks=before
+        task.id, JournalWrite(ended, snapshot=task, event_id="end", chunks=before), owner=owner
     )
     again = await task_store.publish(
-        task.id, ended, owner=owner, snapshot=task, event_id="end", chunks=before
+        task.id, JournalWrite(ended, snapshot=task, event_id="end", chunks=before), owner=owner
     )
     assert first == again == 4
     entries = await task_store.read(task.id, owner=owner, after=0, timeout_s=0)

@@ -10,7 +10,7 @@ from opentelemetry.sdk.trace import ReadableSpan, TracerProvider
 from opentelemetry.sdk.trace.export import SimpleSpanProcessor
 from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanExporter
 
-from agent.runtime.publisher import TurnCheckpoint
+from agent.runtime.turn import TurnCheckpoint
 from agent.tracing import carrier_of, context_from, context_of, trace_id_of
 
 from .engine_helpers import OWNER, Stores, make_loop, resume_turn, start_turn

@@ -63,7 +63,7 @@ def instrument(patch: pytest.MonkeyPatch, counts: Counter[str]) -> None:
     patch.setattr(
         InMemoryTaskStore, "publish", counted(counts, "store writes", InMemoryTaskStore.publish)
     )
-    # Both ways of writing chunks end in `publish_chunks_now` (the in-memory store's own).
+    # The in-memory store's chunk sink, and its `publish_chunks`, write with `publish_chunks_now`.
     publish_chunks = counted(counts, "store writes", InMemoryTaskStore.publish_chunks_now)
 
     def chunks_written(store: InMemoryTaskStore, task_id: str, events: Any, **kw: Any) -> Any:

@@ -1,39 +1,28 @@
-"""Redis stores: conversations, checkpoints, and the factory that builds all four from a URL.
+"""The Redis stores of one replica, built from a URL: their three clients and pool sizes.
 
-The task store lives in `redis_tasks`, the lease store in `redis_leases`, every key in
-`redis_keys`. All take an injected `redis.asyncio.Redis` (either `decode_responses` works; the
-factory uses bytes), a key prefix and a TTL; every key they write carries that TTL, refreshed when
-the thing it belongs to is written.
+The stores themselves: `tasks`, `leases`, `messages`, `checkpoints`, `push`; every key in `keys`.
 """
 
 from __future__ import annotations
 
 import asyncio
 from dataclasses import dataclass
-from typing import Any
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from stores.base import CheckpointStore, Fence, LeaseLost, MessageStore, StoreUnavailable
-from stores.codec import dump_message, load_message
-from stores.models import ChatMessage
+from stores.base import DEFAULT_TASK_TTL_S, StoreUnavailable
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.redis.batch import CommandBatcher
+from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.cluster import ClusterAddress, cluster_client, is_cluster_url
-from stores.redis.keys import RedisKeys
 from stores.redis.leases import RedisLeaseStore
+from stores.redis.messages import RedisMessageStore
 from stores.redis.push import RedisPushConfigStore
 from stores.redis.rate_limit import RedisRateLimiter
-from stores.redis.support import (
-    LuaScript,
-    RedisClient,
-    packing_with_hiredis,
-    redis_available,
-    text,
-)
+from stores.redis.support import RedisClient, packing_with_hiredis, redis_available
 from stores.redis.tasks import RedisTaskStore
 
 __all__ = [
@@ -46,184 +35,8 @@ __all__ = [
     "create_redis_stores",
 ]
 
-DEFAULT_TTL_S = 7 * 24 * 3600
 POOL_WAITS = 10
 """How many command timeouts a caller may wait for a free connection (see create_redis_stores)."""
-
-# KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
-# Returns {1 if the unit is new (0: it was there, nothing appended), the last `window size`
-# messages as they were before}: a turn's start (its history, then its user message) is one
-# script, and one round trip.
-_APPEND = LuaScript(
-    """
-local window = {}
-local size = tonumber(ARGV[1])
-if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
-local added = redis.call('SADD', KEYS[2], ARGV[2])
-if added == 1 then
-  for i = 4, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
-    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {added, window}
-"""
-)
-
-# KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
-_REPLACE_CLAIM = LuaScript(
-    """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-"""
-)
-
-# KEYS: checkpoint, lease. ARGV: checkpoint, ttl ms [, fence holder, fence epoch]. Returns 0 (and
-# writes nothing) if the fence no longer holds the lease.
-_SAVE_CHECKPOINT = LuaScript(
-    """
-if #ARGV > 2 then
-  local lease = redis.call('HMGET', KEYS[2], 'holder', 'epoch')
-  if lease[1] ~= ARGV[3] or lease[2] ~= ARGV[4] then return 0 end
-end
-redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
-return 1
-"""
-)
-
-# KEYS: claim. ARGV: task id. Deletes the claim only if this task holds it.
-_RELEASE_CLAIM = LuaScript(
-    """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
-"""
-)
-
-
-class RedisMessageStore(MessageStore):
-    """A context's conversation as a LIST of ChatMessage JSON, the ids of the units appended to
-    it as a SET, its claim as a string; all in the context's slot."""
-
-    def __init__(
-        self,
-        client: RedisClient,
-        *,
-        prefix: str = "a2a",
-        ttl_s: int = DEFAULT_TTL_S,
-        batcher: CommandBatcher | None = None,
-    ) -> None:
-        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
-        self._keys = RedisKeys(prefix)
-        self._ttl_ms = int(ttl_s * 1000)
-
-    async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
-        if limit <= 0:
-            return []
-        with redis_available():
-            key = self._keys.conversation(owner, context_id)
-            raw = await self._batcher.run_args("LRANGE", key, -limit, -1)
-        return [load_message(item) for item in raw]
-
-    async def append(
-        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
-    ) -> bool:
-        """One script: record the unit id, and only if it is new, RPUSH all its messages."""
-        added, _ = await self._append(owner, context_id, unit_id, messages, 0)
-        return bool(added)
-
-    async def window_then_append(
-        self,
-        context_id: str,
-        messages: list[ChatMessage],
-        *,
-        owner: str,
-        unit_id: str,
-        limit: int,
-    ) -> list[ChatMessage]:
-        _, window = await self._append(owner, context_id, unit_id, messages, limit)
-        return [load_message(item) for item in window]
-
-    async def _append(
-        self, owner: str, context_id: str, unit_id: str, messages: list[ChatMessage], window: int
-    ) -> tuple[int, list[bytes]]:
-        """`_APPEND`: whether the unit was new, and the last `window` messages before it (none
-        for a window of 0 or less)."""
-        keys = [self._keys.conversation(owner, context_id), self._keys.units(owner, context_id)]
-        args = [window, unit_id, self._ttl_ms, *[dump_message(message) for message in messages]]
-        with redis_available():
-            added, before = await self._batcher.run_script(_APPEND, keys, args)
-        return added, before
-
-    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
-        with redis_available():
-            key, ttl_ms = self._keys.claim(owner, context_id), self._ttl_ms
-            holder = await self._batcher.run_args(
-                "SET", key, task_id, "NX", "GET", "PX", ttl_ms, get=True
-            )
-        if holder is None or text(holder) == task_id:
-            return None
-        return text(holder)
-
-    async def replace_claim(
-        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
-    ) -> bool:
-        with redis_available():
-            return bool(
-                await self._batcher.run_script(
-                    _REPLACE_CLAIM,
-                    [self._keys.claim(owner, context_id)],
-                    [stale_holder, task_id, self._ttl_ms],
-                )
-            )
-
-    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
-        with redis_available():
-            await self._batcher.run_script(
-                _RELEASE_CLAIM, [self._keys.claim(owner, context_id)], [task_id]
-            )
-
-
-class RedisCheckpointStore(CheckpointStore):
-    """One string per task, expiring `ttl_s` after it was last saved."""
-
-    def __init__(
-        self,
-        client: RedisClient,
-        *,
-        prefix: str = "a2a",
-        ttl_s: int = DEFAULT_TTL_S,
-        batcher: CommandBatcher | None = None,
-    ) -> None:
-        self._batcher = batcher or CommandBatcher(client)  # a turn's writes share round trips
-        self._keys = RedisKeys(prefix)
-        self._ttl_ms = int(ttl_s * 1000)
-
-    async def save(
-        self, task_id: str, checkpoint: str, *, owner: str, fence: Fence | None = None
-    ) -> None:
-        keys = [self._keys.checkpoint(owner, task_id), self._keys.lease(owner, task_id)]
-        args: list[Any] = [checkpoint, self._ttl_ms]
-        if fence is not None:
-            args += [fence.holder, fence.epoch]
-        with redis_available():
-            saved = await self._batcher.run_script(_SAVE_CHECKPOINT, keys, args)
-        if not saved:
-            assert fence is not None
-            raise LeaseLost(task_id, fence)
-
-    async def load(self, task_id: str, *, owner: str) -> str | None:
-        with redis_available():
-            key = self._keys.checkpoint(owner, task_id)
-            raw = await self._batcher.run_args("GET", key)
-        return None if raw is None else text(raw)
-
-    async def delete(self, task_id: str, *, owner: str) -> None:
-        with redis_available():
-            key = self._keys.checkpoint(owner, task_id)
-            await self._batcher.run_args("DEL", key)
-
 
 COMMANDS_MAX = 512
 LEASES_MAX = 256
@@ -251,10 +64,9 @@ class PoolSizes:
       good), the renewal loop, the orphan sweep and the readiness probe.
 
     The caps: one event loop drives every connection, and past a few hundred more connections
-    add no throughput, only connection attempts. With limits raised for a load test
-    (20,000 streams, 4,096 turns), the uncapped rule opened 9,000 command connections in a burst
-    of 10,000 new streams, and most of them timed out connecting while the loop was saturated.
-    Callers of a full pool wait their turn instead (see `create_redis_stores`).
+    add no throughput, only connection attempts that time out while the loop is saturated
+    (bench/RESULTS.md, "Figures moved out of docstrings"). Callers of a full pool wait their
+    turn instead (see `create_redis_stores`).
 
     Connections are opened on demand, so an idle replica holds few of them.
     """
@@ -321,7 +133,7 @@ def create_redis_stores(
     url: str,
     *,
     prefix: str = "a2a",
-    ttl_s: int = DEFAULT_TTL_S,
+    ttl_s: int = DEFAULT_TASK_TTL_S,
     journal_max: int = 10_000,
     max_running_turns: int = 64,
     max_streams: int = 1000,

@@ -1,0 +1,48 @@
+"""What the stores raise (re-exported by `stores.base`, where callers have always found them)."""
+
+from __future__ import annotations
+
+from stores.writes import Fence
+
+
+class StoreError(Exception):
+    """Base for store failures."""
+
+
+class StoreUnavailable(StoreError):
+    """The backend cannot be reached; the request may be retried later."""
+
+
+class StoreFull(StoreError):
+    """The store holds as many tasks as it may and none can be dropped (all are active): a new
+    task is refused; retrying once tasks have ended may succeed."""
+
+    retry_after_s = 5
+
+
+class TaskGone(StoreError):
+    """Publishing to a task that does not exist (it expired, or never did)."""
+
+
+class StateConflict(StoreError):
+    """A compare-and-set publish found the task in another state than expected."""
+
+
+class LeaseLost(StoreError):
+    """A fenced write from a holder that no longer holds the task's lease (another process took
+    the turn over): nothing was written, and the writer must stop its turn."""
+
+    def __init__(self, task_id: str, fence: Fence) -> None:
+        super().__init__(f"task {task_id!r}: lease epoch {fence.epoch} is no longer held")
+
+
+class InvalidPageToken(StoreError):
+    """A list page token that this store did not issue."""
+
+
+class TaskUnreadable(StoreError):
+    """A stored task that cannot be loaded (corrupt, or written by a version with other limits)."""
+
+    def __init__(self, task_id: str) -> None:
+        super().__init__(f"task {task_id!r} is stored but cannot be read")
+        self.task_id = task_id

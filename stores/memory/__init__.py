@@ -1,0 +1,57 @@
+"""In-memory stores: one process, nothing survives a restart. The embedded default.
+
+They hand out copies, so a caller that forgets to save sees the same thing every other caller does
+(as a2a-python's CopyingTaskStoreAdapter does), and they expire idle tasks and conversations after
+the TTL so a long-running process does not grow forever. One module per store, as for Redis.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+
+from stores.memory.checkpoints import InMemoryCheckpointStore
+from stores.memory.leases import InMemoryLeaseStore
+from stores.memory.messages import InMemoryMessageStore
+from stores.memory.push import InMemoryPushConfigStore
+from stores.memory.tasks import InMemoryTaskStore
+from stores.rate_limit import InMemoryRateLimiter, RateLimit, RateLimiter
+
+__all__ = [
+    "InMemoryCheckpointStore",
+    "InMemoryLeaseStore",
+    "InMemoryMessageStore",
+    "InMemoryPushConfigStore",
+    "InMemoryStores",
+    "InMemoryTaskStore",
+]
+
+
+@dataclass
+class InMemoryStores:
+    """The embedded default: all four stores in this process."""
+
+    tasks: InMemoryTaskStore
+    messages: InMemoryMessageStore
+    checkpoints: InMemoryCheckpointStore
+    leases: InMemoryLeaseStore
+    pushes: InMemoryPushConfigStore
+
+    @classmethod
+    def create(cls, *, ttl_s: float, max_tasks: int = 10_000) -> InMemoryStores:
+        leases = InMemoryLeaseStore(ttl_s=ttl_s)  # the task and checkpoint stores check fences
+        return cls(
+            tasks=InMemoryTaskStore(ttl_s=ttl_s, max_tasks=max_tasks, leases=leases),
+            messages=InMemoryMessageStore(ttl_s=ttl_s, max_conversations=max_tasks),
+            checkpoints=InMemoryCheckpointStore(leases=leases),
+            leases=leases,
+            pushes=InMemoryPushConfigStore(max_tasks=max_tasks),
+        )
+
+    def rate_limiter(self, limit: RateLimit) -> RateLimiter:
+        return InMemoryRateLimiter(limit)
+
+    async def ping(self) -> None:
+        return None
+
+    async def aclose(self) -> None:
+        return None

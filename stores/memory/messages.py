@@ -1,0 +1,93 @@
+"""In-memory conversations and their one-turn-at-a-time claims."""
+
+from __future__ import annotations
+
+import logging
+import time
+from collections import OrderedDict
+from dataclasses import dataclass, field
+from itertools import islice
+
+from stores.base import DEFAULT_TASK_TTL_S, MessageStore
+from stores.codec import dump_message, load_message
+from stores.memory.support import IdleSweeper, room_to_make
+from stores.models import ChatMessage
+
+logger = logging.getLogger(__name__)
+
+
+@dataclass
+class _Conversation:
+    messages: list[bytes] = field(default_factory=list)  # stored form, as in Redis
+    units: set[str] = field(default_factory=set)
+    touched: float = 0.0
+
+
+class InMemoryMessageStore(MessageStore):
+    """Conversations by context, at most `max_conversations` of them (as many as the task store
+    keeps tasks, so the store stays bounded under sustained load, not only after the TTL):
+    beyond, the ones written to longest ago go, a hundredth of the limit at once, except a
+    conversation a turn is running in (its context claimed)."""
+
+    def __init__(
+        self, *, ttl_s: float = DEFAULT_TASK_TTL_S, max_conversations: int = 10_000
+    ) -> None:
+        self._sweeper = IdleSweeper(ttl_s)
+        # Least recently written first: a write moves its conversation to the end.
+        self._conversations: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
+        self._claims: dict[tuple[str, str], str] = {}
+        self._max_conversations = max_conversations
+
+    async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
+        conversation = self._conversations.get((owner, context_id))
+        if conversation is None or limit <= 0:
+            return []
+        return [load_message(raw) for raw in conversation.messages[-limit:]]
+
+    async def append(
+        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+    ) -> bool:
+        self._sweeper.sweep(self._conversations)
+        key = (owner, context_id)
+        conversation = self._conversations.get(key)
+        if conversation is None:
+            if len(self._conversations) >= self._max_conversations:
+                self._make_room()
+            conversation = self._conversations[key] = _Conversation()
+        else:
+            self._conversations.move_to_end(key)
+        conversation.touched = time.monotonic()
+        if unit_id in conversation.units:
+            return False
+        conversation.units.add(unit_id)
+        conversation.messages.extend(dump_message(message) for message in messages)
+        return True
+
+    def _make_room(self) -> None:
+        wanted = room_to_make(len(self._conversations), self._max_conversations)
+        dropped = [
+            key for key in islice(self._conversations, wanted * 2) if key not in self._claims
+        ][:wanted]
+        for key in dropped:
+            del self._conversations[key]
+        if dropped:  # else every one of the oldest is in a running turn: the limit waits
+            logger.info(
+                "dropped %d conversations written to longest ago: the store is at its limit",
+                len(dropped),
+            )
+
+    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        holder = self._claims.setdefault((owner, context_id), task_id)
+        return None if holder == task_id else holder
+
+    async def replace_claim(
+        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+    ) -> bool:
+        if self._claims.get((owner, context_id)) != stale_holder:
+            return False
+        self._claims[(owner, context_id)] = task_id
+        return True
+
+    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+        if self._claims.get((owner, context_id)) == task_id:
+            del self._claims[(owner, context_id)]

@@ -1,0 +1,253 @@
+"""The Lua scripts of the Redis stores, each one atomic step on the keys of one slot.
+
+Their bodies are part of the deployed contract: a rolling deploy runs old and new replicas on the
+same keys, and a script is run by its SHA, so a body changes only with a new name and a note of
+why (the caller's docstring says what it relies on).
+"""
+
+from __future__ import annotations
+
+from stores.redis.support import LUA_NOW_MS, LuaScript
+
+# --- tasks (stores.redis.tasks) ---
+
+# KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
+# journal max, task id, index ttl ms. The indexes are given on one Redis (`_run_indexed`).
+CREATE_TASK = LuaScript(
+    """
+redis.call('DEL', KEYS[1], KEYS[2])
+redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
+           'state', ARGV[3], 'ms', ARGV[4], 'us', ARGV[5])
+redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
+redis.call('PEXPIRE', KEYS[1], ARGV[6])
+redis.call('PEXPIRE', KEYS[2], ARGV[6])
+for i = 3, #KEYS do
+  redis.call('ZADD', KEYS[i], ARGV[4], ARGV[8])
+  redis.call('PEXPIRE', KEYS[i], ARGV[9])
+end
+return 1
+"""
+)
+
+# KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
+# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
+# expected state (the five empty without a snapshot), task id, index ttl ms (both empty without
+# a snapshot), then the events (one, or a streamed answer's chunks that came while the previous
+# write was out). Returns the last event's position, 0 if there is no such task, -1 if the
+# task's state is not the expected one (a compare-and-set), -2 if the fence's holder and epoch
+# no longer hold the lease; nothing is written in those cases. A repeat of the last event id (a
+# retry after a lost reply) appends nothing and returns the first position. A fenced entry
+# carries the writer's epoch, so a journal shows who wrote it.
+PUBLISH_EVENTS = LuaScript(
+    """
+if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
+if ARGV[3] ~= '' then
+  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
+  if last[1] == ARGV[3] then return tonumber(last[2]) end
+end
+if ARGV[4] ~= '' then
+  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
+  if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
+end
+if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
+local count = #ARGV - 12
+local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
+for i = 13, #ARGV do
+  pos = pos + 1
+  if ARGV[4] ~= '' then
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
+  else
+    redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i])
+  end
+end
+if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
+if ARGV[6] ~= '' then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
+             'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
+  for i = 4, #KEYS do
+    redis.call('ZADD', KEYS[i], 'XX', ARGV[8], ARGV[11])
+    redis.call('PEXPIRE', KEYS[i], ARGV[12])
+  end
+end
+redis.call('PEXPIRE', KEYS[1], ARGV[1])
+redis.call('PEXPIRE', KEYS[2], ARGV[1])
+return pos
+"""
+)
+
+# --- leases (stores.redis.leases) ---
+
+# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, lease ttl ms, key ttl ms,
+# index member. Returns {epoch, expiry}, or {0, 0} if another holder has a live lease. Taking the
+# lease (free, or from an expired holder) increments the epoch; acquiring our own lease again
+# keeps it. The epoch outlives a release. With the bucket (one Redis: any key may be named), the
+# index entry is written in the same step; on a cluster it is in another slot: a second step.
+ACQUIRE_LEASE = LuaScript(
+    LUA_NOW_MS
+    + """
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+if lease[1] then
+  if lease[1] ~= ARGV[1] and tonumber(lease[2]) > now then return {0, 0} end
+else
+  redis.call('DEL', KEYS[2])
+end
+local expires = now + tonumber(ARGV[2])
+local epoch
+if lease[1] == ARGV[1] then
+  epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch'))
+else
+  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
+end
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+if KEYS[3] then
+  redis.call('ZADD', KEYS[3], expires, ARGV[4])
+  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+end
+return {epoch, expires}
+"""
+)
+
+# Same KEYS and ARGV. Returns {0: lost | 1: held | 2: held, cancel requested, expiry}.
+RENEW_LEASE = LuaScript(
+    LUA_NOW_MS
+    + """
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return {0, 0} end
+local expires = now + tonumber(ARGV[2])
+redis.call('HSET', KEYS[1], 'expires', expires)
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+local cancel = redis.call('EXISTS', KEYS[2])
+if cancel == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
+return {1 + cancel, expires}
+"""
+)
+
+# KEYS: lease, cancel flag[, running-leases bucket]. ARGV: holder, index member. Returns 1 if it
+# was ours (and now has no holder); with the bucket, its index entry is gone in the same step.
+RELEASE_LEASE = LuaScript(
+    """
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
+redis.call('HDEL', KEYS[1], 'holder')
+redis.call('DEL', KEYS[2])
+if KEYS[3] then redis.call('ZREM', KEYS[3], ARGV[2]) end
+return 1
+"""
+)
+
+# KEYS: lease. Returns 1 if a holder has it and it has not expired.
+LEASE_IS_HELD = LuaScript(
+    LUA_NOW_MS
+    + """
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+if lease[1] and tonumber(lease[2]) > now then return 1 end
+return 0
+"""
+)
+
+# KEYS: lease. ARGV: holder. Returns the new expiry (now) if the lease was ours, else 0.
+HAND_OVER_LEASE = LuaScript(
+    LUA_NOW_MS
+    + """
+if redis.call('HGET', KEYS[1], 'holder') ~= ARGV[1] then return 0 end
+redis.call('HSET', KEYS[1], 'expires', now)
+return now
+"""
+)
+
+# KEYS: lease, cancel flag. ARGV: key ttl ms. Flags only a held lease (the flag dies with it).
+FLAG_CANCEL = LuaScript(
+    """
+if redis.call('HEXISTS', KEYS[1], 'holder') == 0 then return 0 end
+redis.call('SET', KEYS[2], '1', 'PX', ARGV[1])
+return 1
+"""
+)
+
+# KEYS: one bucket of the running leases. ARGV: limit, key ttl ms. Returns the members whose
+# index score says expired by now (candidates: the lease hash decides).
+EXPIRED_LEASES = LuaScript(
+    LUA_NOW_MS
+    + """
+redis.call('ZREMRANGEBYSCORE', KEYS[1], '-inf', '(' .. (now - tonumber(ARGV[2])))
+return redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', now, 'LIMIT', 0, tonumber(ARGV[1]))
+"""
+)
+
+# KEYS: lease. Returns 0 if no holder has it, 1 if held and live, 2 if held but expired (by the
+# clock of the lease's own shard, which set its expiry).
+LEASE_STATE = LuaScript(
+    LUA_NOW_MS
+    + """
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+if not lease[1] then return 0 end
+if tonumber(lease[2]) > now then return 1 end
+return 2
+"""
+)
+
+# KEYS: processes. ARGV: process, heartbeat ttl ms, key ttl ms. Records the process's heartbeat
+# and returns the processes whose heartbeat lapsed, removed here so that one caller alone gets each.
+HEARTBEAT = LuaScript(
+    LUA_NOW_MS
+    + """
+local lapsed = redis.call('ZRANGEBYSCORE', KEYS[1], '-inf', '(' .. now)
+if #lapsed > 0 then redis.call('ZREM', KEYS[1], unpack(lapsed)) end
+redis.call('ZADD', KEYS[1], now + tonumber(ARGV[2]), ARGV[1])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return lapsed
+"""
+)
+
+# --- conversations, claims and checkpoints (stores.redis.messages, .checkpoints) ---
+
+# KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
+# Returns {1 if the unit is new (0: it was there, nothing appended), the last `window size`
+# messages as they were before}: a turn's start (its history, then its user message) is one
+# script, and one round trip.
+APPEND_MESSAGES = LuaScript(
+    """
+local window = {}
+local size = tonumber(ARGV[1])
+if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
+local added = redis.call('SADD', KEYS[2], ARGV[2])
+if added == 1 then
+  for i = 4, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
+    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
+  end
+end
+redis.call('PEXPIRE', KEYS[2], ARGV[3])
+redis.call('PEXPIRE', KEYS[1], ARGV[3])
+return {added, window}
+"""
+)
+
+# KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
+REPLACE_CLAIM = LuaScript(
+    """
+if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
+redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
+return 1
+"""
+)
+
+# KEYS: checkpoint, lease. ARGV: checkpoint, ttl ms [, fence holder, fence epoch]. Returns 0 (and
+# writes nothing) if the fence no longer holds the lease.
+SAVE_CHECKPOINT = LuaScript(
+    """
+if #ARGV > 2 then
+  local lease = redis.call('HMGET', KEYS[2], 'holder', 'epoch')
+  if lease[1] ~= ARGV[3] or lease[2] ~= ARGV[4] then return 0 end
+end
+redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
+return 1
+"""
+)
+
+# KEYS: claim. ARGV: task id. Deletes the claim only if this task holds it.
+RELEASE_CLAIM = LuaScript(
+    """
+if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
+return 0
+"""
+)

@@ -1,0 +1,49 @@
+"""What a write to a task's journal carries: the writer's fence, and the write itself."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from dataclasses import KW_ONLY, dataclass
+
+from stores.models import Task, TaskEvent, TaskState
+
+
+@dataclass(frozen=True, slots=True)
+class Fence:
+    """Who may write a task's turn: the lease holder and the lease's epoch.
+
+    Every acquire of a task's lease gives a larger epoch. A write that carries a fence is made
+    only if the lease still has that holder and that epoch, checked in the same atomic step as the
+    write; so a process that lost its lease (paused, partitioned, starved) cannot write, however
+    late it wakes up: it gets LeaseLost instead.
+    """
+
+    holder: str
+    epoch: int
+
+
+@dataclass(frozen=True, slots=True)
+class JournalWrite:
+    """One `TaskStore.publish`: an event, and what is written with it in the same atomic step.
+
+    - `event` (or its stored form, see `stores.codec`) is appended to the task's journal.
+    - `chunks` (stored events, as for `publish_chunks`) go before it, under the same `event_id`.
+    - `snapshot`, when given, replaces the stored snapshot, recorded as reflecting the event's
+      position; chunks are published without one (cheap streaming). `snapshot_stored`, when the
+      caller has it, is its stored form (`dump_task(snapshot)`): kept rather than written again.
+    - `if_state` (with a snapshot) makes it a compare-and-set: StateConflict, and nothing
+      written, unless the stored task is in that state.
+    - `event_id` makes a retry safe: publishing again with the id of the task's last event (its
+      reply was lost, say) appends nothing and returns the position it got the first time.
+    - `fence`: the write happens only if the task's lease still has that holder and epoch
+      (checked in the same atomic step); otherwise LeaseLost, and nothing is written.
+    """
+
+    event: TaskEvent | bytes
+    _: KW_ONLY
+    snapshot: Task | None = None
+    if_state: TaskState | None = None
+    event_id: str | None = None
+    fence: Fence | None = None
+    snapshot_stored: bytes | None = None
+    chunks: Sequence[bytes] = ()
