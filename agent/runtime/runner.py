@@ -1,14 +1,15 @@
 """TaskRunner: the turn scheduler. Runs each task's turn in the background, independent of any
 HTTP connection, and owns the jobs, the running-turn slots and the leases.
 
-    SendMessage / SendStreamingMessage
+    TaskLifecycle.start (agent/runtime/tasks.py), or a takeover (TurnSupervisor)
             |  starting(task): a slot here, the task's lease (fenced by its epoch)
             v
     TaskRunner --(asyncio task per turn)--> Agent.run --> AgentLoop --> LLM, tools
             |  every agent event: TurnPublisher.on_event (agent/runtime/publisher.py)
             v
-    per-task journal (positions 1, 2, 3, ...) ----> readers: SSE streams, blocking sends,
-                                                     subscribers (on any replica, with Redis)
+    per-task journal (positions 1, 2, 3, ...) ----> JournalFollower (agent/runtime/journal.py):
+                                                     streams, blocking sends, subscribers, push
+                                                     delivery (on any replica, with Redis)
 
 Nothing reads events from the runner directly: a client that disconnects only stops its reader,
 and the turn goes on. The TurnSupervisor (agent/runtime/supervisor.py) keeps the leases alive, hears
