@@ -7,9 +7,23 @@ is chosen in one place, app.http.responses.error_response."""
 from __future__ import annotations
 
 import logging
+from collections.abc import Iterator
+from contextlib import contextmanager
 from typing import Any, ClassVar
 
 from agent.runtime.admission import Overloaded
+from agent.runtime.errors import (
+    AnswerRejected,
+    ContextBusy,
+    ContextMismatch,
+    LeaseTaken,
+    NoCheckpoint,
+    TaskMovedOn,
+    TaskNotCancelable,
+    TaskNotFound,
+    TaskNotWaiting,
+    TaskRuntimeError,
+)
 from stores.base import StoreFull, StoreUnavailable, TaskUnreadable
 
 logger = logging.getLogger(__name__)
@@ -348,12 +362,45 @@ EDGE_ERRORS: tuple[type[A2AError], ...] = (
 rather than 200, so HTTP clients, proxies and retry logic see them for what they are."""
 
 
+_FROM_RUNTIME: dict[type[TaskRuntimeError], type[A2AError]] = {
+    TaskNotFound: TaskNotFoundError,
+    TaskNotCancelable: TaskNotCancelableError,
+    ContextMismatch: InvalidParamsError,
+    AnswerRejected: InvalidParamsError,
+    TaskMovedOn: UnsupportedOperationError,
+    ContextBusy: UnsupportedOperationError,
+    TaskNotWaiting: UnsupportedOperationError,
+    NoCheckpoint: UnsupportedOperationError,
+    LeaseTaken: UnsupportedOperationError,
+    TaskRuntimeError: UnsupportedOperationError,  # any other refusal of an operation on a task
+}
+"""The task runtime's refusals (agent/runtime/errors.py) on the wire: the runtime's message, and
+the ids it carries as ErrorInfo metadata."""
+
+
+def from_runtime(exc: TaskRuntimeError) -> A2AError:
+    wire = next(_FROM_RUNTIME[kind] for kind in type(exc).__mro__ if kind in _FROM_RUNTIME)
+    ids = {"contextId": exc.context_id, "taskId": exc.task_id}
+    return wire(str(exc), **{name: value for name, value in ids.items() if value is not None})
+
+
+@contextmanager
+def runtime_refusals() -> Iterator[None]:
+    """Raise the runtime's refusals inside as their A2A errors (the handler's calls into it)."""
+    try:
+        yield
+    except TaskRuntimeError as exc:
+        raise from_runtime(exc) from exc
+
+
 def as_a2a_error(exc: Exception, *, where: str) -> A2AError:
     """What a client is told about any failure: A2A errors as they are, an unreachable store as
     such, an unreadable task as not found, anything else as an internal error (logged here, never
     shown)."""
     if isinstance(exc, A2AError):
         return exc
+    if isinstance(exc, TaskRuntimeError):
+        return from_runtime(exc)
     if isinstance(exc, Overloaded | StoreFull):
         # Expected under load, and cheap for a client to provoke: not worth a log line each.
         logger.debug("%s | refused: %s", where, exc)

@@ -28,8 +28,10 @@ from agent.llm.scripted import SCRIPTED_MODEL_NAME, ScriptedModel
 from agent.loop import AgentLoop
 from agent.runtime.admission import Slots
 from agent.runtime.drain import Drain
+from agent.runtime.journal import JournalFollower
 from agent.runtime.runner import TaskRunner
 from agent.runtime.supervisor import TurnSupervisor
+from agent.runtime.tasks import TaskLifecycle
 from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
 from agent.tools.base import ToolProvider, UnavailableSource
 from agent.tools.builtin import BUILTIN_TOOLS
@@ -230,6 +232,9 @@ def create_app(
     # Per-principal shares need principals: without authentication every caller is the one
     # anonymous owner, and the replica-wide limits are the ones that apply.
     per_principal = authenticator.required
+    push = build_push_delivery(settings, tasks=tasks, pushes=stores.pushes)
+    # Delivery follows each turn, and each cancel.
+    follower = push if settings.a2a_push_notifications else None
     runner = TaskRunner(
         agent,
         tasks=tasks,
@@ -242,14 +247,28 @@ def create_app(
         max_turns_per_owner=settings.a2a_max_turns_per_principal if per_principal else None,
         turn_slice_s=settings.a2a_turn_slice_ms / 1000,
         observer=metrics,
+        follower=follower,
     )
-    supervisor = TurnSupervisor(runner, tasks=tasks, checkpoints=checkpoints)
+    supervisor = TurnSupervisor(runner, tasks=tasks, checkpoints=checkpoints, leases=stores.leases)
     drain = Drain()
-    handler = RequestHandler(
+    journal = JournalFollower(
+        tasks,
+        read_block_s=settings.a2a_stream_keepalive_s,  # a read that waits this long pings
+        drain=drain,
+        local=runner,
+    )
+    lifecycle = TaskLifecycle(
         tasks=tasks,
         messages=messages,
         runner=runner,
-        read_block_s=settings.a2a_stream_keepalive_s,  # a read that waits this long pings
+        journal=journal,
+        pushes=stores.pushes if settings.a2a_push_notifications else None,
+        follower=follower,
+    )
+    handler = RequestHandler(
+        tasks=tasks,
+        lifecycle=lifecycle,
+        journal=journal,
         streams=Slots(
             settings.a2a_max_streams,
             what="open streams and blocking sends",
@@ -257,12 +276,7 @@ def create_app(
         ),
         drain=drain,
         reply_directly=hook_chain.reply_directly,
-        pushes=stores.pushes if settings.a2a_push_notifications else None,
     )
-    push = build_push_delivery(settings, tasks=tasks, pushes=stores.pushes)
-    if settings.a2a_push_notifications:  # delivery follows each turn, and each cancel
-        runner.on_launch = lambda task_id, owner: push.start(task_id, owner=owner)
-        handler.on_state_recorded = runner.on_launch
     model_ready = asyncio.Event()
 
     @asynccontextmanager
@@ -380,6 +394,7 @@ def create_app(
     app.openapi = lambda: document  # type: ignore[method-assign]
     app.state.settings = settings
     app.state.handler = handler
+    app.state.runner = runner
     app.state.metrics = metrics
     app.state.drain = drain  # started by the server on SIGTERM (app.cli.DrainingServer)
     return app

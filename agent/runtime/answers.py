@@ -4,13 +4,12 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 
+from agent.runtime.errors import AnswerRejected
 from agent.state import Awaiting
 from agent.tools.client import read_tool_results
 from stores.models import Message
 
-
-class AnswerRejected(ValueError):
-    """The message does not answer what the task waits for; the task keeps waiting."""
+__all__ = ["Answer", "AnswerRejected", "read_answer"]
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -20,8 +20,9 @@ from dataclasses import dataclass
 
 import httpx
 
+from agent.runtime.journal import JournalFollower
 from stores.base import PushConfigStore, StoreError, TaskStore
-from stores.models import JournalEntry, PushConfig, Task, TaskState
+from stores.models import JournalEntry, PushConfig, Task
 
 logger = logging.getLogger(__name__)
 
@@ -38,11 +39,6 @@ class PushPolicy:
     max_backoff_s: float = 30.0
     read_block_s: float = 5.0
     """How long a delivery waits on the journal before checking whether its turn still runs."""
-
-
-def _ends_delivery(state: TaskState | None) -> bool:
-    # Like a stream that follows a turn: it ends where the turn stops, at an end or a question.
-    return state is not None and (state.is_terminal or state.is_interrupted)
 
 
 class PushDelivery:
@@ -62,6 +58,8 @@ class PushDelivery:
         self._event_renderers = event_renderers
         self._task_renderers = task_renderers or {}
         self._policy = policy or PushPolicy()
+        # Not cut by a drain: the turn goes on until it hands over, and so does its delivery.
+        self._journal = JournalFollower(tasks, read_block_s=self._policy.read_block_s)
         self._deliveries: dict[tuple[str, str], asyncio.Task[None]] = {}
 
     def start(self, task_id: str, *, owner: str) -> None:
@@ -86,16 +84,17 @@ class PushDelivery:
             if not await self._pushes.list(task_id, owner=owner):
                 return  # nothing registered: nothing to read
             cursor = await self._pushes.cursor(task_id, owner=owner)
-            while True:
-                entries = await self._tasks.read(
-                    task_id, owner=owner, after=cursor, timeout_s=self._policy.read_block_s
-                )
-                if not entries:
-                    record = await self._tasks.get(task_id, owner=owner)
-                    if record is None or not record.task.status.state.is_active:
-                        return  # nothing is running: what was written has been sent
-                    continue
-                for entry in entries:
+            # Like a stream that follows a turn: it ends where the turn stops, at an end or a
+            # question (or once the task has expired).
+            async for entries in self._journal.tail(
+                task_id,
+                owner=owner,
+                after=cursor,
+                at_interrupt=True,
+                until_drain=False,
+                wait_first=True,
+            ):
+                for entry in entries or ():
                     configs = await self._pushes.list(task_id, owner=owner)
                     bodies = await self._bodies(task_id, owner, entry, configs)
                     await asyncio.gather(
@@ -105,10 +104,7 @@ class PushDelivery:
                             if body is not None
                         )
                     )
-                    cursor = entry.position
-                    await self._pushes.advance(task_id, cursor, owner=owner)
-                    if _ends_delivery(entry.state):
-                        return
+                    await self._pushes.advance(task_id, entry.position, owner=owner)
         except StoreError as exc:
             logger.warning("task_id=<%s> | push delivery stopped: store error %s", task_id, exc)
         except Exception:

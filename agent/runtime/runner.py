@@ -1,14 +1,15 @@
 """TaskRunner: the turn scheduler. Runs each task's turn in the background, independent of any
 HTTP connection, and owns the jobs, the running-turn slots and the leases.
 
-    SendMessage / SendStreamingMessage
+    TaskLifecycle.start (agent/runtime/tasks.py), or a takeover (TurnSupervisor)
             |  starting(task): a slot here, the task's lease (fenced by its epoch)
             v
     TaskRunner --(asyncio task per turn)--> Agent.run --> AgentLoop --> LLM, tools
             |  every agent event: TurnPublisher.on_event (agent/runtime/publisher.py)
             v
-    per-task journal (positions 1, 2, 3, ...) ----> readers: SSE streams, blocking sends,
-                                                     subscribers (on any replica, with Redis)
+    per-task journal (positions 1, 2, 3, ...) ----> JournalFollower (agent/runtime/journal.py):
+                                                     streams, blocking sends, subscribers, push
+                                                     delivery (on any replica, with Redis)
 
 Nothing reads events from the runner directly: a client that disconnects only stops its reader,
 and the turn goes on. The TurnSupervisor (agent/runtime/supervisor.py) keeps the leases alive, hears
@@ -28,20 +29,21 @@ import asyncio
 import contextlib
 import itertools
 import logging
-import time
-from collections.abc import AsyncIterator, Callable
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
+from typing import Protocol
 
 from agent.agent import Agent
 from agent.runtime.admission import Slots
-from agent.runtime.answers import read_answer
+from agent.runtime.errors import LeaseTaken
 from agent.runtime.observer import TurnObserver
 from agent.runtime.publisher import TurnPublisher
 from agent.runtime.turn import Turn, TurnCheckpoint
 from agent.runtime.turn_gate import TurnGate
+from agent.runtime.turn_run import CANCELED, TurnExecutor, let_waiters_go
 from agent.state import LoopState
 from agent.tools.client import ClientTool
-from agent.tracing import Carrier, context_from, context_of, start_span
+from agent.tracing import Carrier
 from stores.base import (
     CheckpointStore,
     Fence,
@@ -49,7 +51,6 @@ from stores.base import (
     LeaseStore,
     MessageStore,
     StoreUnavailable,
-    TaskGone,
     TaskRef,
     TaskStore,
 )
@@ -63,12 +64,10 @@ logger = logging.getLogger(__name__)
 _LEASE_USES = itertools.count(1)
 
 
-class LeaseTaken(Exception):
-    """Another process holds the task's lease: it runs the turn."""
+class TaskFollower(Protocol):
+    """Follows a task's journal from where it last stopped (push delivery)."""
 
-
-class NoCheckpoint(Exception):
-    """A suspended or orphaned turn has no saved state to go on from."""
+    def start(self, task_id: str, *, owner: str) -> None: ...
 
 
 @dataclass(kw_only=True)
@@ -91,40 +90,49 @@ class TaskRunner:
         checkpoints: CheckpointStore,
         leases: LeaseStore,
         holder: str,
-        lease_ttl_s: float = 15.0,
+        lease_ttl_s: float,
         max_running_turns: int = 64,
         max_turns_per_owner: int | None = None,
         turn_slice_s: float = 0.0,
         observer: TurnObserver | None = None,
+        follower: TaskFollower | None = None,
     ) -> None:
+        """`holder`: this process's name in the leases; `follower` is told of each turn launched
+        here that it follows: every resumed turn, and a new task's only if it was launched
+        `followed` (its first message came with a push config: no other can exist before)."""
         self._agent = agent
-        self._checkpoints = checkpoints
-        self.leases = leases
-        self.publisher = TurnPublisher(
+        self._leases = leases
+        self._observer = observer or TurnObserver()
+        self._publisher = TurnPublisher(
             tasks=tasks,
             messages=messages,
             checkpoints=checkpoints,
             leases=leases,
-            observer=observer or TurnObserver(),
+            observer=self._observer,
         )
-        self.holder = holder
-        self.lease_ttl_s = lease_ttl_s
-        self.slots = Slots(max_running_turns, what="running turns", per_key=max_turns_per_owner)
-        self.gate = TurnGate(turn_slice_s)
+        self._holder = holder
+        self._lease_ttl_s = lease_ttl_s
+        self._slots = Slots(max_running_turns, what="running turns", per_key=max_turns_per_owner)
+        self._gate = TurnGate(turn_slice_s)
+        self._follower = follower
+        self._turns = TurnExecutor(agent, self._publisher, self._observer, checkpoints=checkpoints)
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
-        self._letting_go: set[asyncio.Task[None]] = set()
-        self.on_launch: Callable[[str, str], None] = lambda task_id, owner: None
-        """Called with each turn launched here (task id, owner) that push delivery follows: every
-        resumed turn, and a new task's only if it was launched `followed` (its first message
-        came with a push config: no other can exist before its first turn)."""
+
+    @property
+    def holder(self) -> str:
+        return self._holder
+
+    @property
+    def lease_ttl_s(self) -> float:
+        return self._lease_ttl_s
 
     @property
     def observer(self) -> TurnObserver:
-        return self.publisher.observer
+        return self._observer
 
-    @observer.setter
-    def observer(self, observer: TurnObserver) -> None:
-        self.publisher.observer = observer
+    def turns_held(self, owner: str | None = None) -> int:
+        """Running-turn slots in use here (by `owner`): a turn's from `starting` to its end."""
+        return self._slots.in_use if owner is None else self._slots.held_by(owner)
 
     @contextlib.asynccontextmanager
     async def starting(self, task_id: str, *, owner: str) -> AsyncIterator[TurnStart]:
@@ -135,7 +143,7 @@ class TaskRunner:
         `launch_new` or `launch_resumed`; if the block ends without a launch, the slot is given
         back and the lease released.
         """
-        self.slots.take(owner)
+        self._slots.take(owner)
         start = TurnStart(task_id=task_id, owner=owner)
         try:
             start.fence = await self.take_lease(task_id, owner=owner)
@@ -144,10 +152,10 @@ class TaskRunner:
             yield start
         finally:
             if not start.launched:
-                self.slots.give_back(owner)
+                self._slots.give_back(owner)
                 if start.fence is not None:
                     with contextlib.suppress(StoreUnavailable):
-                        await self.leases.release(task_id, owner=owner, holder=start.fence.holder)
+                        await self.release_lease(task_id, owner=owner, fence=start.fence)
 
     async def take_lease(self, task_id: str, *, owner: str) -> Fence | None:
         """Take the task's lease for one use (a turn, a cancel): None if someone else holds it.
@@ -155,11 +163,37 @@ class TaskRunner:
         Each use is a holder of its own (this process's name and a nonce), so two requests in one
         process compete for a lease exactly as two processes do.
         """
-        holder = f"{self.holder}/{next(_LEASE_USES)}"
-        epoch = await self.leases.acquire(
-            task_id, owner=owner, holder=holder, ttl_s=self.lease_ttl_s
+        holder = f"{self._holder}/{next(_LEASE_USES)}"
+        epoch = await self._leases.acquire(
+            task_id, owner=owner, holder=holder, ttl_s=self._lease_ttl_s
         )
         return Fence(holder, epoch) if epoch else None
+
+    async def release_lease(self, task_id: str, *, owner: str, fence: Fence) -> None:
+        await self._leases.release(task_id, owner=owner, holder=fence.holder)
+
+    async def lease_held(self, task_id: str, *, owner: str) -> bool:
+        """Whether some process holds the task's lease (runs its turn, or is about to)."""
+        return await self._leases.is_held(task_id, owner=owner)
+
+    async def request_cancel(self, task_id: str, *, owner: str) -> None:
+        """Ask the process whose lease the task is under to cancel it (it hears at once)."""
+        await self._leases.request_cancel(task_id, owner=owner)
+
+    async def record_state(
+        self,
+        task: Task,
+        state: TaskState,
+        *,
+        owner: str,
+        text: str | None = None,
+        if_state: TaskState | None = None,
+        fence: Fence | None = None,
+    ) -> int:
+        """Record a state change made outside a running turn: see TurnPublisher.record_state."""
+        return await self._publisher.record_state(
+            task, state, owner=owner, text=text, if_state=if_state, fence=fence
+        )
 
     def launch_new(
         self,
@@ -214,7 +248,7 @@ class TaskRunner:
     def _turn(self, start: TurnStart, task: Task, **fields: object) -> Turn:
         """The turn's running state, over `task` (the turn's own: it changes it as it goes)."""
         assert start.fence is not None and task.id == start.task_id
-        return self.publisher.turn(
+        return self._publisher.turn(
             task,
             owner=start.owner,
             fence=start.fence,
@@ -224,42 +258,16 @@ class TaskRunner:
     async def prepare_resume(
         self, task: Task, message: Message, *, owner: str, fence: Fence | None = None
     ) -> TurnCheckpoint:
-        """The checkpoint of a suspended turn with the client's answer applied, saved (fenced) so
-        that a process taking the turn over goes on with the answer.
-
-        Raises AnswerRejected (the message does not answer the question) or NoCheckpoint.
-        """
-        saved = await self._checkpoints.load(task.id, owner=owner)
-        if saved is None:
-            raise NoCheckpoint(f"task {task.id!r} has no saved turn to resume")
-        checkpoint = TurnCheckpoint.model_validate_json(saved)
-        awaiting = checkpoint.loop.awaiting
-        if awaiting is None:
-            raise NoCheckpoint(f"task {task.id!r} is not waiting for an answer")
-        answer = read_answer(awaiting, message)
-        self._agent.loop.resume(
-            checkpoint.loop,
-            approved=answer.approved,
-            answer=answer.text,
-            reason=answer.reason,
-            tool_results=answer.tool_results,
-        )
-        await self._checkpoints.save(
-            task.id, checkpoint.model_dump_json(), owner=owner, fence=fence
-        )
-        return checkpoint
+        """The suspended turn's checkpoint with the answer applied: see TurnExecutor."""
+        return await self._turns.prepare_resume(task, message, owner=owner, fence=fence)
 
     async def saved_turn(self, task_id: str, *, owner: str) -> LoopState | None:
         """The loop state a suspended task's turn saved (None: there is none)."""
-        saved = await self._checkpoints.load(task_id, owner=owner)
-        return TurnCheckpoint.model_validate_json(saved).loop if saved is not None else None
+        return await self._turns.saved_turn(task_id, owner=owner)
 
     def abandon(self, state: LoopState) -> None:
-        """A suspended turn was canceled: what it waited on lets go (in the background: a
-        sub-agent that is slow to hear of it must not hold the cancel up)."""
-        job = asyncio.create_task(self._agent.loop.abandon(state))
-        self._letting_go.add(job)
-        job.add_done_callback(self._letting_go.discard)
+        """A suspended turn was canceled: what it waited on lets go (in the background)."""
+        self._turns.abandon(state)
 
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]
@@ -275,7 +283,7 @@ class TaskRunner:
         job, turn = running
         if job.done():
             return turn
-        # Woken by the turn's last step (`_let_waiters_go`), not through the job's end: the job's
+        # Woken by the turn's last step (`let_waiters_go`), not through the job's end: the job's
         # done callbacks run a pass of the loop later, and `asyncio.wait`'s waiter one more, so a
         # blocking send answered two passes after its turn ended. A future per waiter: one that
         # is cancelled (its client left) neither touches the turn nor wakes the others.
@@ -315,19 +323,19 @@ class TaskRunner:
     ) -> None:
         """Start the turn's job; from now on the job owns the slot and the lease."""
         key = (turn.owner, turn.task.id)
-        gate = None if awaited else self.gate
-        job = asyncio.create_task(self._run(turn, begin, gate), name=f"turn-{turn.task.id}")
+        gate = None if awaited else self._gate
+        job = asyncio.create_task(self._turns.run(turn, begin, gate), name=f"turn-{turn.task.id}")
         self._running[key] = (job, turn)
         start.launched = True
-        if followed:
-            self.on_launch(turn.task.id, turn.owner)
+        if followed and self._follower is not None:
+            self._follower.start(turn.task.id, owner=turn.owner)
 
         def done(_: asyncio.Task[None]) -> None:
             # A suspended job can end after its successor (the resumed turn) took the key.
             if self._running.get(key, (None,))[0] is job:
                 del self._running[key]
-            self.slots.give_back(start.owner)
-            _let_waiters_go(turn)  # a job cancelled before its first step never ran `_run`
+            self._slots.give_back(start.owner)
+            let_waiters_go(turn)  # a job cancelled before its first step never ran its own
 
         job.add_done_callback(done)
 
@@ -354,8 +362,8 @@ class TaskRunner:
         if not turn.finished:
             # Canceled before its first step ran: the job never got to record the cancel itself.
             with contextlib.suppress(LeaseLost):
-                await self.publisher.set_state(turn, TaskState.CANCELED, "The task was canceled.")
-                await self.publisher.end(turn)
+                await self._publisher.set_state(turn, TaskState.CANCELED, CANCELED)
+                await self._publisher.end(turn)
         return True
 
     async def shutdown(self) -> None:
@@ -373,83 +381,8 @@ class TaskRunner:
             if not turn.holds_lease:
                 continue
             try:
-                await self.leases.hand_over(
+                await self._leases.hand_over(
                     turn.task.id, owner=turn.owner, holder=turn.fence.holder
                 )
             except StoreUnavailable:
                 logger.warning("task_id=<%s> | could not hand the turn over", turn.task.id)
-
-    async def _admit(self, gate: TurnGate) -> None:
-        """Through the gate (at once, or after waiting for a later pass: counted)."""
-        if await gate.admit():
-            self.observer.on_turn_held()
-
-    async def _run(self, turn: Turn, start: ChatMessage | LoopState, gate: TurnGate | None) -> None:
-        task = turn.task
-        span = start_span(
-            "agent.turn",
-            context_from(turn.trace_carrier),
-            **{"a2a.task_id": task.id, "a2a.context_id": task.context_id},
-        )
-        turn.trace = context_of(span)
-        began = time.monotonic()
-        try:
-            if gate is not None:
-                await self._admit(gate)
-            await self.publisher.set_state(turn, TaskState.WORKING)
-            context = turn.context  # made once: it walks the task's history
-            if isinstance(start, LoopState):
-                state = start
-            else:
-                state = await self._agent.start_turn(context, start, client_tools=turn.client_tools)
-
-            async def on_text(text: str) -> None:
-                await self.publisher.on_text(turn, text)
-                if gate is not None and gate.overrun():
-                    await self._admit(gate)
-
-            async for event in self._agent.run(context, state, on_text=on_text):
-                await self.publisher.on_event(turn, event)
-                if gate is not None and gate.overrun():
-                    await self._admit(gate)
-        except asyncio.CancelledError:
-            if not turn.cancel_requested:
-                turn.suspended = True  # shutdown or lease lost: all is left for the next holder
-                raise
-            with contextlib.suppress(LeaseLost):
-                await self.publisher.set_state(turn, TaskState.CANCELED, "The task was canceled.")
-        except LeaseLost:
-            # Another process took the turn over: what the turn holds (claim, checkpoint, lease)
-            # is the new holder's now, so nothing is recorded or released here.
-            logger.warning(
-                "task_id=<%s>, epoch=<%d> | lease lost; the turn goes on elsewhere, stopped here",
-                task.id,
-                turn.fence.epoch,
-            )
-            turn.suspended, turn.holds_lease = True, False
-        except TaskGone:
-            logger.warning("task_id=<%s> | the task expired during its turn; turn dropped", task.id)
-        except Exception:
-            logger.exception("task_id=<%s> | turn crashed", task.id)
-            with contextlib.suppress(TaskGone, LeaseLost):
-                await self.publisher.set_state(
-                    turn, TaskState.FAILED, "The agent hit an internal error."
-                )
-        finally:
-            turn.finished = True
-            span.set_attribute("a2a.task_state", turn.task.status.state.value)
-            span.end()
-            self.publisher.report(turn, time.monotonic() - began)
-            try:
-                await self.publisher.stop_writing(turn)  # an ended turn wrote all: nothing to stop
-                if not turn.suspended:
-                    await self.publisher.end(turn)
-            finally:
-                _let_waiters_go(turn)
-
-
-def _let_waiters_go(turn: Turn) -> None:
-    """The turn is over here: whoever waits for that (`until_local_turn_ends`) goes on."""
-    for ended in turn.end_waiters:
-        if not ended.done():
-            ended.set_result(None)

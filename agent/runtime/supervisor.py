@@ -24,12 +24,14 @@ from collections.abc import Awaitable, Callable
 from contextlib import suppress
 
 from agent.runtime.admission import Overloaded
-from agent.runtime.runner import LeaseTaken, TaskRunner, TurnStart
+from agent.runtime.errors import LeaseTaken
+from agent.runtime.runner import TaskRunner, TurnStart
 from agent.runtime.turn import TurnCheckpoint
 from stores.base import (
     CheckpointStore,
     LeaseLost,
     LeaseStatus,
+    LeaseStore,
     StoreUnavailable,
     TaskRef,
     TaskStore,
@@ -51,10 +53,17 @@ UNRECOVERABLE = (
 
 class TurnSupervisor:
     def __init__(
-        self, runner: TaskRunner, *, tasks: TaskStore, checkpoints: CheckpointStore
+        self,
+        runner: TaskRunner,
+        *,
+        tasks: TaskStore,
+        checkpoints: CheckpointStore,
+        leases: LeaseStore,
     ) -> None:
+        """`leases`: the store the runner's leases are in (its turns' renewals, this process's
+        heartbeat, the expired leases of others)."""
         self._runner = runner
-        self._leases = runner.leases
+        self._leases = leases
         self._tasks = tasks
         self._checkpoints = checkpoints
         self._interval_s = runner.lease_ttl_s / 3
@@ -184,7 +193,7 @@ class TurnSupervisor:
             return
         logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)
         with suppress(LeaseLost):
-            await runner.publisher.record_state(
+            await runner.record_state(
                 task, TaskState.FAILED, owner=ref.owner, text=UNRECOVERABLE, fence=start.fence
             )
             runner.observer.on_takeover("failed")

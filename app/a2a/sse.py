@@ -25,6 +25,7 @@ from typing import Any
 from starlette.responses import Response
 from starlette.types import Receive, Scope, Send
 
+from agent.runtime.journal import LastEntries
 from app.errors import A2AError, as_a2a_error
 from app.http.request_task import tell_when_gone
 from app.ops.metrics import Metrics
@@ -36,13 +37,6 @@ _HEADERS = [
     (b"cache-control", b"no-store"),
     (b"x-accel-buffering", b"no"),  # proxies (nginx) must not buffer the stream
 ]
-
-
-class LastEntries(list[JournalEntry]):
-    """A stream's last entries: the response ends with them, in the same write (no write of
-    its own for the end of the body)."""
-
-    __slots__ = ()
 
 
 def frame(data: bytes, *, event_id: str | None = None, event: str | None = None) -> bytes:

@@ -19,6 +19,7 @@ from agent.events import CheckpointReached
 from agent.hooks import Approval, HookChain, Hooks
 from agent.llm.base import LLMRequest, LLMResponse
 from agent.loop import AgentLoop
+from agent.runtime.observer import TurnObserver
 from agent.runtime.runner import TaskRunner
 from agent.runtime.turn import TurnCheckpoint
 from agent.state import LoopState
@@ -246,7 +247,13 @@ class Stores:
         self.checkpoints = RecordingCheckpoints(leases=self.leases)
 
     def runner(
-        self, loop: AgentLoop, *, holder: str, lease_ttl_s: float = 15.0, history: int = 50
+        self,
+        loop: AgentLoop,
+        *,
+        holder: str,
+        lease_ttl_s: float = 15.0,
+        history: int = 50,
+        observer: TurnObserver | None = None,
     ) -> TaskRunner:
         return TaskRunner(
             Agent(loop, self.messages, history_max_messages=history),
@@ -256,6 +263,7 @@ class Stores:
             leases=self.leases,
             holder=holder,
             lease_ttl_s=lease_ttl_s,
+            observer=observer,
         )
 
     async def new_task(

@@ -14,7 +14,8 @@ import pytest
 
 from agent.events import CheckpointReached
 from agent.loop import ANSWER_SEPARATOR
-from agent.runtime.runner import LeaseTaken, TaskRunner
+from agent.runtime.errors import LeaseTaken
+from agent.runtime.runner import TaskRunner
 from agent.runtime.turn import TurnCheckpoint
 from agent.state import LoopState
 from stores.models import ChatMessage, JournalEntry, TaskState, ToolCall

@@ -128,8 +128,7 @@ async def test_takeovers_and_store_errors_are_counted(
     metrics = Metrics()
     never_started = await orphan_without_a_turn(stores, TaskState.SUBMITTED)
     without_checkpoint = await orphan_without_a_turn(stores, TaskState.WORKING)
-    runner = stores.runner(make_loop(llm), holder="process-2")
-    runner.observer = metrics
+    runner = stores.runner(make_loop(llm), holder="process-2", observer=metrics)
     save = stores.checkpoints.save
     failures = [StoreUnavailable("redis went away")]
 
@@ -142,7 +141,7 @@ async def test_takeovers_and_store_errors_are_counted(
     llm.script(text("Started late."))
     try:
         await TurnSupervisor(
-            runner, tasks=stores.tasks, checkpoints=stores.checkpoints
+            runner, tasks=stores.tasks, checkpoints=stores.checkpoints, leases=stores.leases
         ).recover_orphans()
         await stores.journal_until_end(never_started.id)
     finally:

@@ -3,13 +3,17 @@ does what the turn stores (the conversation, under that owner only)."""
 
 from __future__ import annotations
 
+from typing import Any
+
 import httpx
+import pytest
 from fastapi import FastAPI
 
 from agent.context import TurnContext
 from agent.hooks import Hooks
 from app.main import create_app
 from app.settings import Settings
+from stores.memory import InMemoryMessageStore
 
 from .scripted_llm import ScriptedLLM, text
 
@@ -32,7 +36,17 @@ def send(context_id: str) -> dict[str, object]:
     return {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": {"message": message}}
 
 
-async def test_hooks_see_the_principal_and_its_data_is_under_it(llm: ScriptedLLM) -> None:
+async def test_hooks_see_the_principal_and_its_data_is_under_it(
+    llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    made: list[InMemoryMessageStore] = []  # the app's conversations, read back below
+    init = InMemoryMessageStore.__init__
+
+    def recorded(self: InMemoryMessageStore, **kwargs: Any) -> None:
+        init(self, **kwargs)
+        made.append(self)
+
+    monkeypatch.setattr(InMemoryMessageStore, "__init__", recorded)
     seen = SeenOwners()
     settings = Settings(
         llm_model="openai/not-called",
@@ -50,7 +64,7 @@ async def test_hooks_see_the_principal_and_its_data_is_under_it(llm: ScriptedLLM
                 "/", json=send("shared-ctx"), headers={"X-API-Key": f"key-{who}-0123456789"}
             )
             assert reply.json()["result"]["task"]["status"]["state"] == "TASK_STATE_COMPLETED"
-        messages = app.state.handler._messages
+        (messages,) = made
         alice = await messages.window("shared-ctx", owner="api-key:alice", limit=10)
         bob = await messages.window("shared-ctx", owner="api-key:bob", limit=10)
     assert seen.owners == ["api-key:alice", "api-key:bob"]

@@ -11,6 +11,7 @@ import pytest
 from fastapi import FastAPI
 
 from agent.runtime.admission import Overloaded
+from agent.runtime.runner import TaskRunner
 from app.handler import RequestHandler, SendRequest
 from app.main import create_app
 from app.settings import Settings
@@ -27,7 +28,7 @@ def send(words: str, *, at_once: bool = True) -> SendRequest:
 
 
 @pytest.fixture
-async def handler(llm: ScriptedLLM) -> AsyncIterator[RequestHandler]:
+async def app(llm: ScriptedLLM) -> AsyncIterator[FastAPI]:
     settings = Settings(
         llm_model="openai/not-called",
         a2a_api_keys="alice:key-alice-0123456789,bob:key-bob-0123456789",  # type: ignore[arg-type]
@@ -36,7 +37,19 @@ async def handler(llm: ScriptedLLM) -> AsyncIterator[RequestHandler]:
     )
     app: FastAPI = create_app(settings, llm=llm)
     async with app.router.lifespan_context(app):
-        yield app.state.handler
+        yield app
+
+
+@pytest.fixture
+def handler(app: FastAPI) -> RequestHandler:
+    handler: RequestHandler = app.state.handler
+    return handler
+
+
+@pytest.fixture
+def runner(app: FastAPI) -> TaskRunner:
+    runner: TaskRunner = app.state.runner
+    return runner
 
 
 async def owned(handler: RequestHandler, owner: str) -> int:
@@ -45,7 +58,7 @@ async def owned(handler: RequestHandler, owner: str) -> int:
 
 
 async def test_running_turns_are_limited_per_principal(
-    handler: RequestHandler, llm: ScriptedLLM
+    handler: RequestHandler, runner: TaskRunner, llm: ScriptedLLM
 ) -> None:
     gate = asyncio.Event()
     alice_turn, bob_turn = blocked(gate, then=text("a")), blocked(gate, then=text("b"))
@@ -59,7 +72,7 @@ async def test_running_turns_are_limited_per_principal(
     await asyncio.wait_for(bob_turn.entered.wait(), 5)
     gate.set()
     await wait_until(  # alice's turn ends: her slot is free again
-        lambda: handler._runner.slots.held_by("alice") == 0, timeout_s=5, what="alice's slot"
+        lambda: runner.turns_held("alice") == 0, timeout_s=5, what="alice's slot"
     )
     await handler.send_message(send("alice 3"), owner="alice")
     assert await owned(handler, "alice") == 2
@@ -99,6 +112,7 @@ async def test_without_authentication_only_the_replica_limits_apply(llm: Scripte
     llm.script(*(blocked(gate, then=text(str(n))) for n in range(3)))
     async with app.router.lifespan_context(app):
         handler: RequestHandler = app.state.handler
+        runner: TaskRunner = app.state.runner
         for n in range(3):
             await handler.send_message(send(f"anonymous {n}"), owner="anonymous")
         with pytest.raises(Overloaded, match="server is at its limit of 3 running turns"):
@@ -106,6 +120,4 @@ async def test_without_authentication_only_the_replica_limits_apply(llm: Scripte
         gate.set()
         # All three turns end here, not cut short by the shutdown (one may have waited a pass
         # at the turn gate before reaching its model).
-        await wait_until(
-            lambda: handler._runner.slots.held_by("anonymous") == 0, timeout_s=5, what="the turns"
-        )
+        await wait_until(lambda: runner.turns_held("anonymous") == 0, timeout_s=5, what="the turns")

@@ -26,6 +26,7 @@ from stores.models import Message, Part, Role, Task, TaskRecord, TaskState, Task
 
 from .backends import Backend
 from .engine_helpers import OWNER, Stores, make_loop, user_message, wait_until
+from .handler_rig import build_handler
 from .scripted_llm import ScriptedLLM, blocked, call, text, tools
 
 ASK_USER = "ask_user"
@@ -39,6 +40,7 @@ def _runner(backend: Backend, llm: ScriptedLLM, *, holder: str, limit: int = 64)
         checkpoints=backend.checkpoints,
         leases=backend.leases,
         holder=holder,
+        lease_ttl_s=15.0,
         max_running_turns=limit,
     )
 
@@ -49,8 +51,8 @@ async def _handler(
 ) -> AsyncIterator[RequestHandler]:
     runner = _runner(backend, llm, holder=holder, limit=limit)
     try:
-        yield RequestHandler(
-            tasks=backend.tasks, messages=backend.messages, runner=runner, read_block_s=0.5
+        yield build_handler(
+            runner, tasks=backend.tasks, messages=backend.messages, read_block_s=0.5
         )
     finally:
         await runner.shutdown()
@@ -113,7 +115,9 @@ async def test_no_lease_warning_for_turns_that_suspended_or_ended_on_one_server(
     stores = Stores()
     llm.script(tools(call("q1", ASK_USER, {"question": "Which city?"})), text("done"))
     runner = stores.runner(make_loop(llm), holder="only")
-    supervisor = TurnSupervisor(runner, tasks=stores.tasks, checkpoints=stores.checkpoints)
+    supervisor = TurnSupervisor(
+        runner, tasks=stores.tasks, checkpoints=stores.checkpoints, leases=stores.leases
+    )
     asking = await stores.submit(runner, "ask me")
     await stores.journal_until_end(asking.id)
     answering = await stores.submit(runner, "just answer")
@@ -244,9 +248,9 @@ async def test_an_answered_task_is_taken_over_with_the_answer(
     survivor = _runner(backend, llm, holder="p3")
     try:
         await TurnSupervisor(
-            survivor, tasks=backend.tasks, checkpoints=backend.checkpoints
+            survivor, tasks=backend.tasks, checkpoints=backend.checkpoints, leases=backend.leases
         ).recover_orphans()
-        handler = RequestHandler(tasks=backend.tasks, messages=backend.messages, runner=survivor)
+        handler = build_handler(survivor, tasks=backend.tasks, messages=backend.messages)
         assert await _settled(handler, task.id) == TaskState.COMPLETED
         final = await handler.get_task(task.id, owner=OWNER)
     finally:
@@ -266,7 +270,7 @@ async def test_a_start_that_fails_gives_its_slot_and_lease_back(
     with pytest.raises(RuntimeError):
         async with runner.starting("t-failing", owner=OWNER):
             raise RuntimeError("the task could not be created")
-    assert runner.slots.in_use == 0
+    assert runner.turns_held() == 0
     assert not await backend.leases.is_held("t-failing", owner=OWNER)
 
 
@@ -277,11 +281,12 @@ async def test_a_create_that_fails_leaves_no_task_claim_or_lease(
         raise StoreUnavailable("the store went away")
 
     monkeypatch.setattr(backend.tasks, "create", unavailable)
-    async with _handler(backend, llm, limit=1) as handler:
-        send = _send("hello", context_id="ctx-failed-create")
-        with pytest.raises(StoreUnavailable):
-            await handler.send_message(send, owner=OWNER)
-        assert handler._runner.slots.in_use == 0
+    runner = _runner(backend, llm, holder="p1", limit=1)
+    handler = build_handler(runner, tasks=backend.tasks, messages=backend.messages)
+    send = _send("hello", context_id="ctx-failed-create")
+    with pytest.raises(StoreUnavailable):
+        await handler.send_message(send, owner=OWNER)
+    assert runner.turns_held() == 0
     assert await backend.messages.claim("ctx-failed-create", "probe", owner=OWNER) is None
     page = await backend.tasks.list(TaskQuery(), owner=OWNER)
     assert page.total_size == 0
@@ -294,7 +299,9 @@ async def test_a_replica_at_its_turn_limit_leaves_orphans_for_later(
     gate = asyncio.Event()
     busy_step = blocked(gate, then=text("busy"))
     llm.script(busy_step, text("taken over"))
-    async with _handler(backend, llm, holder="p1", limit=1) as handler:
+    runner = _runner(backend, llm, holder="p1", limit=1)
+    handler = build_handler(runner, tasks=backend.tasks, messages=backend.messages)
+    try:
         busy = await handler.send_message(_send("busy"), owner=OWNER)
         await asyncio.wait_for(busy_step.entered.wait(), 5)
         dead = _runner(backend, llm, holder="dead")
@@ -312,16 +319,18 @@ async def test_a_replica_at_its_turn_limit_leaves_orphans_for_later(
             await backend.leases.hand_over("t-lost", owner=OWNER, holder=start.fence.holder)
             start.launched = True  # the process "died" holding it: nothing released
         supervisor = TurnSupervisor(
-            handler._runner, tasks=backend.tasks, checkpoints=backend.checkpoints
+            runner, tasks=backend.tasks, checkpoints=backend.checkpoints, leases=backend.leases
         )
         await supervisor.recover_orphans()  # the one slot is busy
-        assert not handler._runner.is_running("t-lost", owner=OWNER)
+        assert not runner.is_running("t-lost", owner=OWNER)
         record = await backend.tasks.get("t-lost", owner=OWNER)
         assert record is not None and record.task.status.state == TaskState.SUBMITTED
         assert llm.remaining == 1, "a turn was started beyond the limit"
 
         gate.set()
         assert await _settled(handler, busy.task.id) == TaskState.COMPLETED
-        await wait_until(lambda: handler._runner.slots.in_use == 0, timeout_s=5, what="a slot")
+        await wait_until(lambda: runner.turns_held() == 0, timeout_s=5, what="a slot")
         await supervisor.recover_orphans()  # now there is room
         assert await _settled(handler, "t-lost") == TaskState.COMPLETED
+    finally:
+        await runner.shutdown()

@@ -29,7 +29,9 @@ CANCELED_TEXT = "The task was canceled."
 
 
 def supervisor_for(stores: Stores, runner) -> TurnSupervisor:
-    return TurnSupervisor(runner, tasks=stores.tasks, checkpoints=stores.checkpoints)
+    return TurnSupervisor(
+        runner, tasks=stores.tasks, checkpoints=stores.checkpoints, leases=stores.leases
+    )
 
 
 # --- renewal ---------------------------------------------------------------------------------

@@ -9,6 +9,7 @@ import asyncio
 import httpx
 import pytest
 
+from agent.runtime import runner as runner_module
 from agent.runtime import turn_gate
 from agent.runtime.turn_gate import RUNNING_TURN_SLICES, TurnGate
 from app.main import create_app
@@ -157,8 +158,9 @@ async def test_a_blocking_send_does_not_wait_at_the_gate_other_turns_do(
     waits at the gate."""
     monkeypatch.setenv("LLM_MODEL", "scripted")
     monkeypatch.setenv("SCRIPTED_CHUNKS", "2")
+    gate = ClosedGate()
+    monkeypatch.setattr(runner_module, "TurnGate", lambda slice_s: gate)
     app = create_app(Settings())
-    gate = app.state.handler._runner.gate = ClosedGate()
     transport = httpx.ASGITransport(app=app)
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
         blocking = (await client.post("/", json=_rpc("SendMessage", _message("a")))).json()

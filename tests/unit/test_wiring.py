@@ -7,6 +7,8 @@ from typing import Any
 import httpx
 import pytest
 
+from agent.runtime import runner as runner_module
+from agent.runtime.turn_gate import TurnGate
 from app import cli
 from app.main import create_app
 from app.settings import Settings
@@ -62,9 +64,18 @@ async def test_environment_reaches_the_agent_and_the_card(
 
 
 def test_the_turn_slice_reaches_the_runner(monkeypatch: pytest.MonkeyPatch) -> None:
-    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0.002  # the default
+    slices: list[float] = []
+
+    class RecordedGate(TurnGate):
+        def __init__(self, slice_s: float) -> None:
+            super().__init__(slice_s)
+            slices.append(slice_s)
+
+    monkeypatch.setattr(runner_module, "TurnGate", RecordedGate)
+    create_app(Settings())
     monkeypatch.setenv("A2A_TURN_SLICE_MS", "0")
-    assert create_app(Settings()).state.handler._runner.gate.slice_s == 0
+    create_app(Settings())
+    assert slices == [0.002, 0]  # the default, then the setting
 
 
 def test_command_line_flags_override_the_environment(monkeypatch: pytest.MonkeyPatch) -> None:

@@ -1,0 +1,321 @@
+"""TaskLifecycle: the task-start protocol under leases, asked once per operation.
+
+    start(new message)   runner.starting: a running-turn slot, then the task's lease
+                             -> the context's claim (one task at a time per conversation)
+                             -> the task, its webhook, the turn's launch
+    start(answer)        the task's lease -> the answer applied to its saved turn (checkpoint)
+                             -> SUBMITTED by compare-and-set (one answer wins) -> launch
+    start_and_wait       start, then JournalFollower.until_settled (a blocking send)
+    cancel               a turn here: the runner stops it; one elsewhere: asked through its
+                         lease; one nobody runs: recorded here, over the state seen
+
+The order is what keeps the store consistent when a process dies at any step: a task never
+exists without a lease, nor a context claim without one. Refusals are TaskRuntimeErrors; the
+app maps them to the wire.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+from dataclasses import dataclass, field
+
+from agent.runtime.errors import (
+    AnswerRejected,
+    ContextBusy,
+    ContextMismatch,
+    LeaseTaken,
+    NoCheckpoint,
+    TaskMovedOn,
+    TaskNotCancelable,
+    TaskNotFound,
+    TaskNotWaiting,
+)
+from agent.runtime.journal import JournalFollower
+from agent.runtime.runner import TaskFollower, TaskRunner
+from agent.tools.client import ClientTool
+from agent.tracing import Carrier
+from stores.base import (
+    Fence,
+    LeaseLost,
+    MessageStore,
+    PushConfigStore,
+    StateConflict,
+    StoreUnavailable,
+    TaskStore,
+    TaskUnreadable,
+)
+from stores.codec import dump_task
+from stores.ids import new_id
+from stores.models import Message, PushConfig, Task, TaskRecord, TaskState, TaskStatus
+
+_CANCELED = "The task was canceled."
+_SAVED_TURN_GONE = "The task's saved turn is gone, so it cannot go on; start a new task."
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class TaskRequest:
+    """A message for the runtime, validated: a new task's, or an answer to a waiting one."""
+
+    message: Message
+    client_tools: list[ClientTool] = field(default_factory=list)
+    trace_carrier: Carrier = field(default_factory=dict)
+    """The client's W3C trace context: the turn joins its trace."""
+    push_config: PushConfig | None = None
+    """A webhook given with the message (its `task_id` is filled in once the task is known)."""
+
+
+class TaskLifecycle:
+    def __init__(
+        self,
+        *,
+        tasks: TaskStore,
+        messages: MessageStore,
+        runner: TaskRunner,
+        journal: JournalFollower,
+        pushes: PushConfigStore | None = None,
+        follower: TaskFollower | None = None,
+    ) -> None:
+        """`pushes`: where a message's webhook is stored (None: push notifications are off);
+        `follower`: told of each state change recorded here (a cancel), as push delivery is."""
+        self._tasks = tasks
+        self._messages = messages
+        self._runner = runner
+        self._journal = journal
+        self._pushes = pushes
+        self._follower = follower
+
+    async def get(self, task_id: str, *, owner: str) -> TaskRecord:
+        """The task with the journal position its snapshot reflects (TaskNotFound if none)."""
+        record = await self._tasks.get(task_id, owner=owner)
+        if record is None:
+            raise TaskNotFound(task_id)
+        return record
+
+    async def start(
+        self,
+        request: TaskRequest,
+        *,
+        owner: str,
+        hand_over: bool = False,
+        awaited: bool = False,
+    ) -> TaskRecord:
+        """Start a new task, or go on with the waiting one the message names; the turn runs in
+        the background. `hand_over`: the turn may take the new task itself (the caller does
+        not read it while the turn runs); `awaited`: the caller waits for the turn's end."""
+        if request.message.task_id:
+            return await self._continue(request, owner=owner, awaited=awaited)
+        return await self._begin(request, owner=owner, hand_over=hand_over, awaited=awaited)
+
+    async def start_and_wait(self, request: TaskRequest, *, owner: str) -> TaskRecord:
+        """Start, then wait for the task to settle (end, or wait for input). A drain cuts the
+        wait short: the task as it stands (its id, at least), and another server finishes it."""
+        # The turn may take the new task itself: nothing here reads it while the turn runs.
+        record = await self.start(request, owner=owner, hand_over=True, awaited=True)
+        task_id = record.task.id
+        settled = await self._journal.until_settled(
+            task_id, owner=owner, after=record.position, until_drain=True
+        )
+        if settled is None:
+            try:
+                settled = await self._tasks.get(task_id, owner=owner)
+            except StoreUnavailable:
+                if not self._journal.draining:
+                    raise
+                # on the way out: what we know beats an error without the task id
+        if settled is None:  # the turn has the task: its stored form is no longer its own
+            return TaskRecord(task=record.task, owner=owner, position=record.position)
+        return settled
+
+    async def cancel(self, task_id: str, *, owner: str) -> Task:
+        """Cancel the task wherever its turn runs (idempotent); TaskNotCancelable once ended."""
+        record = await self.get(task_id, owner=owner)
+        state = record.task.status.state
+        if state == TaskState.CANCELED:
+            return record.task  # cancel is idempotent
+        if state.is_terminal:
+            raise TaskNotCancelable(
+                f"Task {task_id!r} is in terminal state {state.value}", task_id=task_id
+            )
+        if not await self._runner.cancel(task_id, owner=owner):
+            await self._cancel_elsewhere(record, owner=owner)
+        settled = await self.get(task_id, owner=owner)
+        if self._follower is not None:
+            self._follower.start(task_id, owner=owner)
+        if settled.task.status.state != TaskState.CANCELED:
+            raise TaskNotCancelable(
+                f"Task {task_id!r} finished ({settled.task.status.state.value})"
+                " before it could be canceled",
+                task_id=task_id,
+            )
+        return settled.task
+
+    async def _cancel_elsewhere(self, record: TaskRecord, *, owner: str) -> None:
+        """Cancel a task whose turn does not run in this process."""
+        task, runner = record.task, self._runner
+        state = task.status.state
+        if state.is_interrupted:
+            # Nobody runs it (waiting for input): record the cancel here, unless an answer has
+            # just moved it on (then it runs somewhere: ask that process below).
+            saved = await runner.saved_turn(task.id, owner=owner)  # the cancel deletes it
+            with contextlib.suppress(StateConflict):
+                await runner.record_state(
+                    task, TaskState.CANCELED, owner=owner, text=_CANCELED, if_state=state
+                )
+                if saved is not None:
+                    runner.abandon(saved)
+                return
+        fence = await runner.take_lease(task.id, owner=owner)
+        if fence is not None:
+            # Its process died (or it just ended): record the cancel under our lease, but only
+            # over the state we saw; a task that finished meanwhile stays finished.
+            try:
+                await runner.record_state(
+                    task,
+                    TaskState.CANCELED,
+                    owner=owner,
+                    text=_CANCELED,
+                    if_state=state,
+                    fence=fence,
+                )
+            except (StateConflict, LeaseLost):
+                await runner.release_lease(task.id, owner=owner, fence=fence)
+            return
+        # Another process runs it: it hears the request at once and records the cancel itself.
+        await runner.request_cancel(task.id, owner=owner)
+        with contextlib.suppress(TimeoutError):
+            async with asyncio.timeout(2 * runner.lease_ttl_s):
+                await self._journal.until_settled(task.id, owner=owner, after=record.position)
+
+    async def _begin(
+        self, request: TaskRequest, *, owner: str, hand_over: bool, awaited: bool
+    ) -> TaskRecord:
+        message = request.message
+        context_id = message.context_id or new_id()
+        task_id = new_id()
+        task = Task(
+            id=task_id,
+            context_id=context_id,
+            status=TaskStatus(state=TaskState.SUBMITTED),
+            history=[message.model_copy(update={"task_id": task_id, "context_id": context_id})],
+        )
+        # A slot here and the task's lease first (Overloaded: nothing written), then the context,
+        # then the task: a task never exists without a lease, nor a context claim without one.
+        async with self._runner.starting(task_id, owner=owner) as start:
+            holder = await self._claim(context_id, task_id, owner=owner)
+            if holder is not None:
+                raise ContextBusy(context_id, holder)
+            try:
+                record = await self._tasks.create(task, owner=owner)
+                if record.stored is None:  # taken before the turn can change the task
+                    record.stored = dump_task(task)
+                await self._register_push(request, task_id, owner=owner)
+                self._runner.launch_new(
+                    start,
+                    record.task,
+                    message,
+                    hand_over=hand_over,
+                    awaited=awaited,
+                    trace_carrier=request.trace_carrier,
+                    client_tools=request.client_tools,
+                    # Push delivery looks for configs (a store read) only if there can be one.
+                    followed=request.push_config is not None and self._pushes is not None,
+                )
+            except BaseException:
+                with contextlib.suppress(StoreUnavailable):
+                    await self._messages.release(context_id, task_id, owner=owner)
+                raise
+        return record
+
+    async def _register_push(self, request: TaskRequest, task_id: str, *, owner: str) -> None:
+        """The webhook given with the message, stored before the turn starts: its first event
+        is delivered too."""
+        if request.push_config is None or self._pushes is None:
+            return
+        config = request.push_config.model_copy(update={"task_id": task_id})
+        await self._pushes.put(config, owner=owner)
+
+    async def _claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
+        """Claim the context for a new task: None if we have it, else the task that holds it.
+
+        A claim is stale when its task has ended, or when its task does not exist and holds no
+        lease (a task takes its lease before its claim, and is created only after both): then it
+        is replaced by compare-and-set, so of the requests that found it stale, one wins.
+        """
+        holder = await self._messages.claim(context_id, task_id, owner=owner)
+        if holder is None:
+            return None
+        if await self._holds_context(holder, owner=owner):
+            return holder
+        if await self._messages.replace_claim(context_id, holder, task_id, owner=owner):
+            return None
+        return await self._messages.claim(context_id, task_id, owner=owner)
+
+    async def _holds_context(self, task_id: str, *, owner: str) -> bool:
+        """Whether the task holding a context's claim is still at work there (or about to be)."""
+        try:
+            record = await self._tasks.get(task_id, owner=owner)
+        except TaskUnreadable:
+            return False  # it can never run again: its claim is stale
+        if record is not None:
+            return not record.task.status.state.is_terminal
+        return await self._runner.lease_held(task_id, owner=owner)
+
+    async def _continue(self, request: TaskRequest, *, owner: str, awaited: bool) -> TaskRecord:
+        """A message on an existing task: only an interrupted task (waiting for input) takes one."""
+        message = request.message
+        assert message.task_id is not None
+        task = (await self.get(message.task_id, owner=owner)).task
+        if message.context_id and message.context_id != task.context_id:
+            raise ContextMismatch(
+                f"contextId {message.context_id!r} does not match the context {task.context_id!r}"
+                f" of task {task.id!r}",
+                task_id=task.id,
+            )
+        state = task.status.state
+        if state.is_terminal:
+            raise TaskNotWaiting(
+                f"Task {task.id!r} is in terminal state {state.value}; start a new task instead",
+                task_id=task.id,
+            )
+        if not state.is_interrupted:
+            raise TaskNotWaiting(
+                f"Task {task.id!r} is still working; wait for it to finish or cancel it",
+                task_id=task.id,
+            )
+        runner = self._runner
+        try:
+            async with runner.starting(task.id, owner=owner) as start:
+                assert start.fence is not None
+                try:
+                    checkpoint = await runner.prepare_resume(
+                        task, message, owner=owner, fence=start.fence
+                    )
+                except AnswerRejected as exc:
+                    raise AnswerRejected(str(exc), task_id=task.id) from exc
+                except NoCheckpoint as exc:
+                    await self._settle(
+                        task, TaskState.FAILED, owner=owner, if_state=state, fence=start.fence
+                    )
+                    raise NoCheckpoint(_SAVED_TURN_GONE, task_id=task.id) from exc
+                task.history.append(message.model_copy(update={"context_id": task.context_id}))
+                # Compare-and-set out of the waiting state, under the lease: one answer wins.
+                position = await self._settle(
+                    task, TaskState.SUBMITTED, owner=owner, if_state=state, fence=start.fence
+                )
+                await self._register_push(request, task.id, owner=owner)
+                runner.launch_resumed(start, task, checkpoint, awaited=awaited)
+        except (LeaseTaken, LeaseLost) as exc:
+            raise TaskMovedOn(task.id) from exc
+        return TaskRecord(task=task, owner=owner, position=position)
+
+    async def _settle(
+        self, task: Task, state: TaskState, *, owner: str, if_state: TaskState, fence: Fence
+    ) -> int:
+        """Record a state change made here rather than by a running turn."""
+        try:
+            return await self._runner.record_state(
+                task, state, owner=owner, if_state=if_state, fence=fence
+            )
+        except StateConflict as exc:
+            raise TaskMovedOn(task.id) from exc
