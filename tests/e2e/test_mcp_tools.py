@@ -50,15 +50,6 @@ def http_mcp_server():
     process.wait()
 
 
-def tool_result(fake_llm, marker: str, call_id: str) -> str:
-    """What the model was told the call returned (the tool message in its next request)."""
-    for request in fake_llm.requests_for(marker):
-        for message in request["messages"]:
-            if message.get("role") == "tool" and message.get("tool_call_id") == call_id:
-                return str(message["content"])
-    raise AssertionError(f"no tool result for {call_id}")
-
-
 def run_call(rpc, fake_llm, marker: str, name: str, arguments: dict) -> str:
     fake_llm.script(
         tool_calls([(name, arguments)], when_user_contains=marker),
@@ -66,13 +57,7 @@ def run_call(rpc, fake_llm, marker: str, name: str, arguments: dict) -> str:
     )
     task = rpc.send(f"use {name} {marker}")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
-    [request] = [
-        r
-        for r in fake_llm.requests_for(marker)
-        if any(m.get("role") == "tool" for m in r["messages"])
-    ][:1]
-    call_id = next(m["tool_call_id"] for m in request["messages"] if m.get("role") == "tool")
-    return tool_result(fake_llm, marker, call_id)
+    return fake_llm.tool_result(marker)
 
 
 def test_stdio_and_http_tools_run_in_a_turn(rpc, fake_llm, marker):

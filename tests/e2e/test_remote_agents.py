@@ -43,14 +43,6 @@ def clients(agents):
     b.close()
 
 
-def tool_result(fake_llm, marker: str) -> str:
-    for request in fake_llm.requests_for(marker):
-        for message in request["messages"]:
-            if message.get("role") == "tool":
-                return str(message["content"])
-    raise AssertionError("no tool result")
-
-
 def test_the_remote_agent_answers_as_a_tool(clients, fake_llm, marker):
     ours, remote = clients
     sub = f"forecast {marker}-sub"
@@ -62,7 +54,7 @@ def test_the_remote_agent_answers_as_a_tool(clients, fake_llm, marker):
     task = ours.send(f"ask {marker}")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
     assert task["artifacts"][0]["parts"][0]["text"] == "It will be sunny."
-    assert tool_result(fake_llm, f"ask {marker}") == "Sunny all day."
+    assert fake_llm.tool_result(f"ask {marker}") == "Sunny all day."
     # The remote agent ran a task of its own, one call deep.
     tasks = remote.result("ListTasks", {})["tasks"]
     [remote_task] = [t for t in tasks if sub in str(t["history"][0])]
@@ -83,7 +75,7 @@ def test_the_call_depth_limit_stops_agents_calling_agents(clients, fake_llm, mar
     }
     task = ours.result("SendMessage", {"message": message})["task"]
     assert task["status"]["state"] == "TASK_STATE_COMPLETED"
-    assert "call depth limit reached" in tool_result(fake_llm, marker)
+    assert "call depth limit reached" in fake_llm.tool_result(marker)
 
 
 def test_cancelling_our_task_cancels_the_sub_agents(clients, fake_llm, marker):
@@ -146,7 +138,7 @@ def test_the_sub_agents_progress_shows_in_our_task(clients, fake_llm, marker):
         "weather_agent finished",
     ]
     assert [line for line in progress if line in expected] == expected, progress
-    assert tool_result(fake_llm, f"ask {marker}") == "5"
+    assert fake_llm.tool_result(f"ask {marker}") == "5"
 
 
 def test_the_sub_agents_question_is_ours_to_answer(clients, fake_llm, marker):
@@ -167,7 +159,7 @@ def test_the_sub_agents_question_is_ours_to_answer(clients, fake_llm, marker):
     done = ours.send("Paris", task_id=task["id"], context_id=task["contextId"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
     assert done["artifacts"][0]["parts"][0]["text"] == "Paris will be sunny."
-    assert tool_result(fake_llm, f"ask {marker}") == "Sunny in Paris."
+    assert fake_llm.tool_result(f"ask {marker}") == "Sunny in Paris."
     # The answer went down to the same task of the sub-agent, which then finished.
     answered = remote_task_for(remote, sub)
     assert answered["id"] == asked["id"]
@@ -206,7 +198,7 @@ def test_a_sub_agent_that_fails_is_a_tool_error(clients, fake_llm, marker):
     )
     task = ours.send(f"ask {marker}")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
-    result = tool_result(fake_llm, f"ask {marker}")
+    result = fake_llm.tool_result(f"ask {marker}")
     assert result.startswith("Error: the agent's task ended TASK_STATE_FAILED"), result
 
 
@@ -235,7 +227,7 @@ def test_two_agents_calling_each_other_stop_at_the_depth_limit(fake_llm, marker)
         task = client.send(hop[0])
         assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
         assert task["artifacts"][0]["parts"][0]["text"] == "A heard B."
-        assert "call depth limit reached (2)" in tool_result(fake_llm, hop[2])
+        assert "call depth limit reached (2)" in fake_llm.tool_result(hop[2])
         assert fake_llm.requests_for(hop[3]) == []  # the third call never left A
     finally:
         client.close()

@@ -86,14 +86,6 @@ def ours(fake_llm):
         remote.cleanup()
 
 
-def tool_result(fake_llm, marker: str) -> str:
-    for request in fake_llm.requests_for(marker):
-        for message in request["messages"]:
-            if message.get("role") == "tool":
-                return str(message["content"])
-    raise AssertionError("no tool result")
-
-
 @pytest.mark.parametrize("tool", ["rest_ten", "rest_three"])
 def test_a_call_and_a_question_over_rest(ours, fake_llm, marker, tool):
     client, remote = ours
@@ -109,7 +101,7 @@ def test_a_call_and_a_question_over_rest(ours, fake_llm, marker, tool):
     assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
     done = client.send("Oslo", task_id=task["id"], context_id=task["contextId"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-    assert tool_result(fake_llm, f"ask {marker}") == "Sunny in Oslo."
+    assert fake_llm.tool_result(f"ask {marker}") == "Sunny in Oslo."
     [sub_task] = [t for t in remote.result("ListTasks", {})["tasks"] if sub in str(t["history"])]
     assert sub_task["status"]["state"] == "TASK_STATE_COMPLETED"
 

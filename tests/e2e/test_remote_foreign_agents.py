@@ -61,14 +61,6 @@ def ours(fake_llm):
             process.wait()
 
 
-def tool_result(fake_llm, marker: str) -> str:
-    for request in fake_llm.requests_for(marker):
-        for message in request["messages"]:
-            if message.get("role") == "tool":
-                return str(message["content"])
-    raise AssertionError("no tool result")
-
-
 @pytest.mark.parametrize("generation", ["1.0", "0.3"])
 def test_a_foreign_agent_answers_and_its_progress_shows(ours, fake_llm, marker, generation):
     tool = TOOLS[generation]
@@ -85,7 +77,7 @@ def test_a_foreign_agent_answers_and_its_progress_shows(ours, fake_llm, marker, 
         if "statusUpdate" in r and r["statusUpdate"]["status"].get("message")
     ]
     assert f"{tool}: {generation} is on it" in progress, progress
-    assert tool_result(fake_llm, marker) == "echo: hello there"
+    assert fake_llm.tool_result(marker) == "echo: hello there"
 
 
 @pytest.mark.parametrize("generation", ["1.0", "0.3"])
@@ -100,7 +92,7 @@ def test_a_foreign_agents_question_is_answered_through_us(ours, fake_llm, marker
     assert task["status"]["message"]["parts"] == [{"text": "Which city?"}]
     done = ours.send("Paris", task_id=task["id"], context_id=task["contextId"])
     assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-    assert tool_result(fake_llm, marker) == "Sunny in Paris."
+    assert fake_llm.tool_result(marker) == "Sunny in Paris."
 
 
 @pytest.mark.parametrize("generation", ["1.0", "0.3"])
@@ -112,6 +104,6 @@ def test_a_foreign_agent_that_fails_is_a_tool_error(ours, fake_llm, marker, gene
     )
     task = ours.send(f"ask {marker}")
     assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
-    assert tool_result(fake_llm, marker) == (
+    assert fake_llm.tool_result(marker) == (
         "Error: the agent's task ended TASK_STATE_FAILED: it broke"
     )

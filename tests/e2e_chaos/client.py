@@ -20,7 +20,7 @@ from __future__ import annotations
 import asyncio
 import json
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, Literal, assert_never
 
 import httpx
 
@@ -29,6 +29,8 @@ from tests.e2e.harness import A2A_HEADERS, ERROR_INFO_TYPE, SSEEvent, send_param
 TASK, OVERLOADED, BUSY, BAD = "task", "overloaded", "busy", "bad"
 RETRY_INFO_TYPE = "type.googleapis.com/google.rpc.RetryInfo"
 JSON_TYPES = ("application/json", "application/a2a+json")
+
+Binding = Literal["rpc", "rest"]
 
 
 def http_client(timeout: float = 60.0) -> httpx.AsyncClient:
@@ -176,47 +178,35 @@ def rpc_payload(method: str, params: Any, request_id: Any) -> dict[str, Any]:
     return {"jsonrpc": "2.0", "id": request_id, "method": method, "params": params}
 
 
-async def rpc_send(
+async def send(
     http: httpx.AsyncClient,
     base: str,
     text: str,
     *,
+    binding: Binding,
     label: str,
     immediate: bool = False,
     context_id: str | None = None,
 ) -> Outcome:
-    """SendMessage over JSON-RPC (blocking unless `immediate`)."""
+    """SendMessage over JSON-RPC (`POST /`) or HTTP+JSON (`POST /message:send`), blocking
+    unless `immediate`; the answer judged the way that binding's client judges it."""
     config = {"returnImmediately": True} if immediate else None
     params = send_params(text, context_id=context_id, configuration=config)
+    match binding:
+        case "rpc":
+            url, body = base + "/", rpc_payload("SendMessage", params, label)
+        case "rest":
+            url, body = base + "/message:send", params
+        case _:
+            assert_never(binding)
     out = Outcome(label)
     try:
-        r = await http.post(
-            base + "/", json=rpc_payload("SendMessage", params, label), headers=A2A_HEADERS
-        )
+        r = await http.post(url, json=body, headers=A2A_HEADERS)
     except httpx.HTTPError as exc:
         out.detail = f"no answer: {exc!r}"
         return out
-    return judge_rpc_response(out, r, label)
-
-
-async def rest_send(
-    http: httpx.AsyncClient,
-    base: str,
-    text: str,
-    *,
-    label: str,
-    immediate: bool = False,
-    context_id: str | None = None,
-) -> Outcome:
-    """POST /message:send (blocking unless `immediate`)."""
-    config = {"returnImmediately": True} if immediate else None
-    params = send_params(text, context_id=context_id, configuration=config)
-    out = Outcome(label)
-    try:
-        r = await http.post(base + "/message:send", json=params, headers=A2A_HEADERS)
-    except httpx.HTTPError as exc:
-        out.detail = f"no answer: {exc!r}"
-        return out
+    if binding == "rpc":
+        return judge_rpc_response(out, r, label)
     return judge_rest_response(out, r)
 
 

@@ -30,8 +30,7 @@ from tests.e2e_chaos.client import (
     Outcome,
     answer_of,
     http_client,
-    rest_send,
-    rpc_send,
+    send,
     summarize,
     task_answer,
 )
@@ -57,13 +56,15 @@ KINDS = ("rpc-send", "rpc-send-immediate", "rpc-stream", "rest-send", "rest-stre
 async def fire(http: httpx.AsyncClient, kind: str, base: str, text: str, ctx: str, label: str):
     match kind:
         case "rpc-send":
-            return await rpc_send(http, base, text, label=label, context_id=ctx)
+            return await send(http, base, text, binding="rpc", label=label, context_id=ctx)
         case "rpc-send-immediate":
-            return await rpc_send(http, base, text, label=label, context_id=ctx, immediate=True)
+            return await send(
+                http, base, text, binding="rpc", label=label, context_id=ctx, immediate=True
+            )
         case "rpc-stream":
             return await rpc_stream_send(http, base, text, label=label, context_id=ctx)
         case "rest-send":
-            return await rest_send(http, base, text, label=label, context_id=ctx)
+            return await send(http, base, text, binding="rest", label=label, context_id=ctx)
         case "rest-stream":
             return await rest_stream_send(http, base, text, label=label, context_id=ctx)
     raise AssertionError(kind)

@@ -25,7 +25,7 @@ from tests.e2e_chaos.client import (
     Outcome,
     answer_of,
     http_client,
-    rpc_send,
+    send,
     summarize,
 )
 from tests.e2e_chaos.gate import GatedLLM
@@ -54,7 +54,9 @@ async def test_streams_below_the_limit_all_work_and_beyond_it_are_refused_cleanl
     async with http_client(timeout=120) as http:
         with gated_llm.gate(marker) as gate:
             base = [
-                await rpc_send(http, url, f"{marker} base{n}", label=f"base{n}", immediate=True)
+                await send(
+                    http, url, f"{marker} base{n}", binding="rpc", label=f"base{n}", immediate=True
+                )
                 for n, url in enumerate(urls)
             ]
             assert all(b.kind == TASK for b in base), [str(b) for b in base]

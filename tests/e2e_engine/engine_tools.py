@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import asyncio
 
+from tests.fakes.tools import add
+
 
 async def sleepy(seconds: float) -> str:
     """Sleep for `seconds` seconds, then say how long it slept."""
@@ -14,11 +16,6 @@ async def sleepy(seconds: float) -> str:
 def flaky(x: int) -> int:
     """Always fails (a broken tool)."""
     raise ValueError("boom")
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def secret_action(target: str) -> str:

@@ -52,12 +52,9 @@ def tool_log(tmp_path_factory):
 @pytest.fixture(scope="module")
 def cluster(request, fake_llm, prefix, tool_log, redis_url):
     env = dict(getattr(request.module, "SERVER_ENV", {}) or {})
-    c = Cluster(fake_llm.base_url, redis_url=redis_url, prefix=prefix, tool_log=tool_log,
-                extra_env=env)  # fmt: skip
-    try:
+    with Cluster(fake_llm.base_url, redis_url=redis_url, prefix=prefix, tool_log=tool_log,
+                 extra_env=env) as c:  # fmt: skip
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture(scope="module")

@@ -2,9 +2,10 @@
 
 * `Cluster`: two (or more) real `a2a-server` processes on free loopback ports sharing one Redis
   (REDIS_URL) under one key prefix, wired to one in-process fake model.
-* `open_sse` / `BackgroundStream`: SSE requests with arbitrary headers (``Last-Event-ID``), over
-  JSON-RPC or REST, read in the foreground or in a thread; `BlockingSend`: a SendMessage in a
-  thread.
+* `open_sse` / `BackgroundStream` / `stream_in_background`: SSE requests with arbitrary headers
+  (``Last-Event-ID``), over JSON-RPC or REST, read in the foreground or in a thread;
+  `BlockingSend`: a SendMessage in a thread.
+* leases: `lease_holder`, `wait_for_holder` (which replica runs a task's turn), `wait_until`.
 * `RedisServer`: a private `redis-server` on a free loopback port (stop / start again, freeze /
   thaw).
 * stream checks: contiguous ids, the answer rebuilt with the A2A ``append`` semantics.
@@ -30,6 +31,8 @@ from typing import Any
 import httpx
 import redis
 
+from stores.base import ANONYMOUS
+from stores.redis.keys import RedisKeys
 from tests.e2e.harness import (
     A2A_HEADERS,
     ROOT,
@@ -217,6 +220,17 @@ class Cluster:
             out.append(f"===== replica #{n} {s.url} pid={pid} =====\n{s.logs(limit)}")
         return "\n".join(out)
 
+    def __enter__(self) -> Cluster:
+        """`with Cluster(...) as cluster:`: its replicas and clients are stopped at the end."""
+        return self
+
+    def __exit__(self, *_: object) -> None:
+        self.close()
+
+    def start_task(self, server: ServerProcess, text: str) -> dict[str, Any]:
+        """A task started on `server` without waiting for its turn (`returnImmediately`)."""
+        return self.client(server).send(text, configuration={"returnImmediately": True})
+
     def close(self) -> None:
         for c in self.clients:
             c.close()
@@ -253,6 +267,38 @@ def wait_ready(server: ServerProcess, timeout: float = 60.0) -> None:
                 last = repr(exc)
             time.sleep(0.1)
     raise AssertionError(f"{server.url} not ready after {timeout}s ({last})\n{server.logs()}")
+
+
+def lease_holder(redis_client: Any, prefix: str, task_id: str) -> str | None:
+    """Who holds the (anonymous) task's turn lease, as Redis has it: `<name>-<pid>-<n>`."""
+    raw = redis_client.hget(RedisKeys(prefix).lease(ANONYMOUS, task_id), "holder")
+    return raw.decode() if raw is not None else None
+
+
+def wait_for_holder(
+    redis_client: Any, prefix: str, task_id: str, server: ServerProcess, timeout: float
+) -> float:
+    """Until `server`'s process holds the task's lease; the moment it was seen (monotonic)."""
+    assert server.proc is not None
+    deadline = time.monotonic() + timeout
+    while True:
+        holder = lease_holder(redis_client, prefix, task_id)
+        if holder is not None and f"-{server.proc.pid}-" in holder:
+            return time.monotonic()
+        if time.monotonic() > deadline:
+            raise AssertionError(
+                f"lease of {task_id} held by {holder!r}, not pid {server.proc.pid}, after {timeout}s"
+            )
+        time.sleep(0.05)
+
+
+def wait_until(predicate: Callable[[], bool], timeout: float, what: str) -> float:
+    """Until `predicate()` holds; the moment it did (monotonic)."""
+    deadline = time.monotonic() + timeout
+    while not predicate():
+        assert time.monotonic() < deadline, f"timed out waiting for {what}"
+        time.sleep(0.05)
+    return time.monotonic()
 
 
 def kill9(server: ServerProcess) -> None:
@@ -372,6 +418,16 @@ class BackgroundStream:
             raise AssertionError(f"stream reader failed: {self.error!r}") from self.error
         assert self.is_sse, f"not an SSE answer: HTTP {self.status_code}: {self.body!r}"
         return self.snapshot()
+
+
+def stream_in_background(
+    url: str, method: str, params: Any, request_id: str, *, read_timeout: float = 20.0
+) -> BackgroundStream:
+    """A JSON-RPC stream (`SendStreamingMessage`, `SubscribeToTask`) read in a thread, started."""
+    body = rpc_body(method, params, request_id)
+    return BackgroundStream(
+        lambda: open_sse(url, "/", body, request_id=request_id, read_timeout=read_timeout)
+    ).start()
 
 
 class BlockingSend(threading.Thread):
@@ -514,11 +570,15 @@ __all__ = [
     "ids",
     "keys_with_prefix",
     "kill9",
+    "lease_holder",
     "open_sse",
     "rebuild_answer",
     "result_of",
     "rpc_body",
     "state_of_event",
     "status_text",
+    "stream_in_background",
     "task_text",
+    "wait_for_holder",
+    "wait_until",
 ]

@@ -20,23 +20,21 @@ import time
 
 import pytest
 
-from stores.base import ANONYMOUS
-from stores.redis.keys import RedisKeys
-from tests.e2e.harness import RpcClient, ServerProcess, kind_of, stream_results
+from tests.e2e.harness import ServerProcess, kind_of, stream_results
 from tests.e2e_redis.support import (
-    BackgroundStream,
     assert_contiguous,
     chunk_texts,
     describe_events,
     ids,
     kill9,
-    open_sse,
+    lease_holder,
     rebuild_answer,
     result_of,
-    rpc_body,
     state_of_event,
     status_text,
+    stream_in_background,
     task_text,
+    wait_for_holder,
 )
 from tests.fakes.fake_llm import message_text, text, tool_calls
 
@@ -99,24 +97,6 @@ def rpc_b(cluster, b):
     return cluster.client(b)
 
 
-def _lease_holder(redis_client, prefix, task_id):
-    raw = redis_client.hget(RedisKeys(prefix).lease(ANONYMOUS, task_id), "holder")
-    return raw.decode() if raw is not None else None
-
-
-def _wait_holder(redis_client, prefix, task_id, server, timeout) -> float:
-    deadline = time.monotonic() + timeout
-    while True:
-        holder = _lease_holder(redis_client, prefix, task_id)
-        if holder is not None and f"-{server.proc.pid}-" in holder:
-            return time.monotonic()
-        if time.monotonic() > deadline:
-            raise AssertionError(
-                f"lease of {task_id} held by {holder!r}, not pid {server.proc.pid}, after {timeout}s"
-            )
-        time.sleep(0.05)
-
-
 def _wait_tool(cluster, tag, pid, *, ended: bool, timeout=10.0) -> None:
     deadline = time.monotonic() + timeout
     while True:
@@ -125,11 +105,6 @@ def _wait_tool(cluster, tag, pid, *, ended: bool, timeout=10.0) -> None:
             return
         assert time.monotonic() < deadline, f"tool {tag}: starts={starts} ends={ends}"
         time.sleep(0.02)
-
-
-def _subscribe(url, task_id, rid) -> BackgroundStream:
-    body = rpc_body("SubscribeToTask", {"id": task_id}, rid)
-    return BackgroundStream(lambda: open_sse(url, "/", body, request_id=rid, read_timeout=40))
 
 
 def _check_subscriber(events, rid, answer) -> None:
@@ -172,7 +147,6 @@ def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marke
                                prefix):  # fmt: skip
     _, victims = b_and_victims
     a = victims.take()
-    rpc_a = RpcClient(a.url)
     seconds = 3.0
     answer = "the tool said it slept"
     fake_llm.script(
@@ -180,20 +154,17 @@ def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marke
         text(["the tool ", "said it ", "slept"], chunk_delay=0.05, when_user_contains=marker),
     )
     first_text = f"please run the slow tool {marker}"
-    try:
-        task = rpc_a.send(first_text, configuration={"returnImmediately": True})
-    finally:
-        rpc_a.close()
+    task = cluster.start_task(a, first_text)
     task_id, context_id = task["id"], task["contextId"]
-    on_b = _subscribe(b.url, task_id, "on-b").start()
+    on_b = stream_in_background(b.url, "SubscribeToTask", {"id": task_id}, "on-b", read_timeout=40)
     on_b.wait_for(lambda ev: status_text(ev) == "calling slow_tool", timeout=20,
                   what='"calling slow_tool" on B')  # fmt: skip
     _wait_tool(cluster, marker, a.proc.pid, ended=False)
-    assert f"-{a.proc.pid}-" in (_lease_holder(redis_client, prefix, task_id) or "")
+    assert f"-{a.proc.pid}-" in (lease_holder(redis_client, prefix, task_id) or "")
 
     t_kill = time.monotonic()
     kill9(a)
-    t_taken = _wait_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
+    t_taken = wait_for_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
     victims.prefetch()  # B holds the turn now: a fresh replica can start meanwhile
 
     events = on_b.join(40)
@@ -226,19 +197,15 @@ def test_kill_while_final_answer_streams(cluster, b_and_victims, b, rpc_b, fake_
         text(chunks, chunk_delay=0.02, when_user_contains=marker),  # B's answer after takeover
     )
     first_text = f"tool, then a long answer {marker}"
-    rpc_a = RpcClient(a.url)
-    try:
-        task = rpc_a.send(first_text, configuration={"returnImmediately": True})
-    finally:
-        rpc_a.close()
+    task = cluster.start_task(a, first_text)
     task_id, context_id = task["id"], task["contextId"]
-    on_b = _subscribe(b.url, task_id, "on-b").start()
+    on_b = stream_in_background(b.url, "SubscribeToTask", {"id": task_id}, "on-b", read_timeout=40)
     on_b.wait_for(lambda ev: chunk_texts([ev]) == ["a04 "], timeout=20, what="answer chunk a04")
     _wait_tool(cluster, marker, a.proc.pid, ended=True, timeout=1)
 
     t_kill = time.monotonic()
     kill9(a)
-    t_taken = _wait_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
+    t_taken = wait_for_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
     victims.prefetch()
 
     events = on_b.join(40)

@@ -47,11 +47,8 @@ def own_redis():
 
 @pytest.fixture(scope="module")
 def outage_cluster(fake_llm, own_redis, prefix, tool_log):
-    c = Cluster(fake_llm.base_url, redis_url=own_redis.url, prefix=prefix, tool_log=tool_log)
-    try:
+    with Cluster(fake_llm.base_url, redis_url=own_redis.url, prefix=prefix, tool_log=tool_log) as c:
         yield c
-    finally:
-        c.close()
 
 
 @pytest.fixture(scope="module")

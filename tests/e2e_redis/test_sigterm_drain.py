@@ -14,9 +14,8 @@ import signal
 
 import pytest
 
-from tests.e2e.harness import TERMINAL_STATES, RpcClient, send_params
+from tests.e2e.harness import TERMINAL_STATES, send_params
 from tests.e2e_redis.support import (
-    BackgroundStream,
     BlockingSend,
     assert_contiguous,
     describe_events,
@@ -26,6 +25,7 @@ from tests.e2e_redis.support import (
     result_of,
     rpc_body,
     state_of_event,
+    stream_in_background,
     task_text,
 )
 from tests.fakes.fake_llm import text
@@ -45,8 +45,9 @@ def test_sigterm_answers_clients_and_the_other_replica_goes_on(cluster, fake_llm
         text(["taken ", "over ", "by B"], when_user_contains=f"stream {marker}"),
         text(["B ", "finished"], when_user_contains=f"send {marker}"),
     )
-    body = rpc_body("SendStreamingMessage", send_params(f"stream {marker}"), "s")
-    stream = BackgroundStream(lambda: open_sse(a.url, "/", body, request_id="s")).start()
+    stream = stream_in_background(
+        a.url, "SendStreamingMessage", send_params(f"stream {marker}"), "s"
+    )
     send = BlockingSend(a.url + "/", rpc_body("SendMessage", send_params(f"send {marker}")))
     send.start()
     fake_llm.wait_for_requests(f"send {marker}", timeout=20)
@@ -76,13 +77,10 @@ def test_sigterm_answers_clients_and_the_other_replica_goes_on(cluster, fake_llm
     assert_contiguous(ids(union), "stream on A + resumed stream on B")
     assert state_of_event(union[-1]) == "TASK_STATE_COMPLETED", seq
 
-    rpc_b = RpcClient(b.url)
-    try:
-        done = rpc_b.get_task(streamed["id"])
-        assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
-        assert task_text(done) == "taken over by B"
-        assert rebuild_answer(union) == task_text(done), seq
-        finished = rpc_b.wait_for_state(sent["id"], "TASK_STATE_COMPLETED", timeout=30)
-        assert task_text(finished) == "B finished"
-    finally:
-        rpc_b.close()
+    rpc_b = cluster.client(b)
+    done = rpc_b.get_task(streamed["id"])
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    assert task_text(done) == "taken over by B"
+    assert rebuild_answer(union) == task_text(done), seq
+    finished = rpc_b.wait_for_state(sent["id"], "TASK_STATE_COMPLETED", timeout=30)
+    assert task_text(finished) == "B finished"

@@ -9,7 +9,6 @@ import pytest
 
 from tests.e2e.harness import SSEEvent, kind_of, send_params, stream_results
 from tests.e2e_redis.support import (
-    BackgroundStream,
     assert_contiguous,
     chunk_texts,
     describe_events,
@@ -19,6 +18,7 @@ from tests.e2e_redis.support import (
     result_of,
     rpc_body,
     state_of_event,
+    stream_in_background,
     task_text,
 )
 from tests.fakes.fake_llm import text
@@ -38,8 +38,8 @@ def test_stream_on_a_subscribe_on_b(replicas, rpc_a, rpc_b, fake_llm, marker):
     chunks = [f"w{i:02d} " for i in range(40)]
     fake_llm.script(text(chunks, chunk_delay=0.05, when_user_contains=marker))
 
-    body = rpc_body("SendStreamingMessage", send_params(f"long answer {marker}"), "on-a")
-    on_a = BackgroundStream(lambda: open_sse(a.url, "/", body, request_id="on-a")).start()
+    params = send_params(f"long answer {marker}")
+    on_a = stream_in_background(a.url, "SendStreamingMessage", params, "on-a")
     on_a.wait_for(lambda ev: _is_chunk(ev, "w06 "), timeout=20, what="chunk w06 on A")
     task_id = result_of(on_a.snapshot()[0])["task"]["id"]
     seen_on_a_before = len(on_a.snapshot())
@@ -186,25 +186,20 @@ def test_streams_on_several_tasks_share_reads_on_b_each_exactly_once(
             for n, chunks in answers.items()
         )
     )
-    on_a = {}
-    for n in answers:
-        body = rpc_body("SendStreamingMessage", send_params(f"task {n} {marker}"), f"a{n}")
-        on_a[n] = BackgroundStream(
-            lambda body=body, n=n: open_sse(a.url, "/", body, request_id=f"a{n}")
-        ).start()
+    on_a = {
+        n: stream_in_background(
+            a.url, "SendStreamingMessage", send_params(f"task {n} {marker}"), f"a{n}"
+        )
+        for n in answers
+    }
     task_ids = {}
     for n, stream in on_a.items():
         stream.wait_for(lambda ev: result_of(ev).get("task") is not None, timeout=20, what="task")
         task_ids[n] = result_of(stream.snapshot()[0])["task"]["id"]
     on_b = {
-        n: BackgroundStream(
-            lambda n=n: open_sse(
-                b.url, "/", rpc_body("SubscribeToTask", {"id": task_ids[n]}, f"b{n}"),
-                request_id=f"b{n}",
-            )
-        ).start()
+        n: stream_in_background(b.url, "SubscribeToTask", {"id": task_ids[n]}, f"b{n}")
         for n in answers
-    }  # fmt: skip
+    }
     for n, stream in on_b.items():
         events = stream.join(60)
         on_a[n].join(60)

@@ -323,6 +323,15 @@ class FakeLLMServer:
     def records_for(self, marker: str) -> list[RecordedRequest]:
         return [r for r in self.records if marker in last_user_text(r.body)]
 
+    def tool_result(self, marker: str) -> str:
+        """What the model was told a tool call returned: the first tool message in the requests
+        for ``marker`` (the request after the one that called the tool carries it)."""
+        for request in self.requests_for(marker):
+            for message in request["messages"]:
+                if message.get("role") == "tool":
+                    return str(message["content"])
+        raise AssertionError(f"no tool result in the requests for {marker!r}")
+
     def wait_for_requests(self, marker: str, count: int = 1, timeout: float = 10.0) -> list[dict]:
         """Block until at least ``count`` requests for ``marker`` have arrived."""
         deadline = time.monotonic() + timeout

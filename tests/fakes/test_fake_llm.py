@@ -225,3 +225,32 @@ def test_raw_sse_framing(llm):
     assert objs[-1]["choices"] == [] and objs[-1]["usage"]["total_tokens"] > 0
     assert [o["choices"][0]["delta"].get("content") for o in objs[1:3]] == ["a", "b"]
     assert objs[-2]["choices"][0]["finish_reason"] == "stop"
+
+
+def test_tool_result_is_the_tool_message_the_model_was_sent(llm):
+    def ask(messages):
+        with httpx.Client(trust_env=False) as c:
+            c.post(
+                llm.base_url + "/chat/completions",
+                json={"model": "fake-model", "messages": messages},
+            )
+
+    asked = {"role": "user", "content": "add m-tool"}
+    ask([asked])
+    with pytest.raises(AssertionError, match="no tool result in the requests for 'm-tool'"):
+        llm.tool_result("m-tool")  # the model has not been told anything yet
+    call = {"id": "call_1", "type": "function", "function": {"name": "add", "arguments": "{}"}}
+    ask(
+        [
+            asked,
+            {"role": "assistant", "tool_calls": [call]},
+            {"role": "tool", "tool_call_id": "call_1", "content": "5"},
+        ]
+    )
+    ask(
+        [
+            {"role": "user", "content": "other"},
+            {"role": "tool", "tool_call_id": "call_2", "content": "7"},
+        ]
+    )
+    assert llm.tool_result("m-tool") == "5"

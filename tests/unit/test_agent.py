@@ -14,22 +14,13 @@ from agent.tools.function import FunctionTool
 from agent.tools.toolbox import Toolbox
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage, ToolCall
+from tests.fakes.tools import add
 
 from .scripted_llm import ScriptedLLM, blocked, call, fail, text, tools
 
 OWNER = "owner-a"
 CONTEXT = "ctx-1"
 SYSTEM = "system prompt"
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: The first number.
-        b: The second number.
-    """
-    return a + b
 
 
 def make_agent(

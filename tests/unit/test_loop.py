@@ -27,6 +27,7 @@ from agent.state import LoopState
 from agent.tools.function import FunctionTool
 from agent.tools.toolbox import Toolbox
 from stores.models import ChatMessage
+from tests.fakes.tools import add
 
 from .scripted_llm import ScriptedLLM, Step, blocked, call, fail, text, tools, truncated
 
@@ -35,16 +36,6 @@ USER = ChatMessage(role="user", content="hello there")
 
 
 # --- tools used by the tests -----------------------------------------------------------------
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: The first number.
-        b: The second number.
-    """
-    return a + b
 
 
 def shout(text: str) -> str:

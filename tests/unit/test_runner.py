@@ -26,22 +26,13 @@ from stores.models import (
     TaskSnapshot,
     TaskState,
 )
+from tests.fakes.tools import add
 
 from .engine_helpers import OWNER, Stores, chunks, start_turn, status_updates
 from .scripted_llm import ScriptedLLM, blocked, call, crash, fail, text, tools
 
 HOLDER = "process-1"
 CANCELED_TEXT = "The task was canceled."
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers.
-
-    Args:
-        a: The first number.
-        b: The second number.
-    """
-    return a + b
 
 
 def explode() -> str:

@@ -12,6 +12,7 @@ from opentelemetry.sdk.trace.export.in_memory_span_exporter import InMemorySpanE
 
 from agent.runtime.turn import TurnCheckpoint
 from agent.tracing import carrier_of, context_from, context_of, trace_id_of
+from tests.fakes.tools import add
 
 from .engine_helpers import OWNER, Stores, make_loop, resume_turn, start_turn
 from .scripted_llm import ScriptedLLM, call, text, tools
@@ -36,11 +37,6 @@ def spans() -> Iterator[InMemorySpanExporter]:
     _exporter.clear()
     yield _exporter
     _exporter.clear()
-
-
-def add(a: int, b: int) -> int:
-    """Add two integers."""
-    return a + b
 
 
 def named(spans: list[ReadableSpan], name: str) -> list[ReadableSpan]:
