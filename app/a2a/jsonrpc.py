@@ -24,7 +24,6 @@ from app.a2a.versions import check_version, generation_of
 from app.a2a.wire import render_entry
 from app.call_context import CallContext
 from app.errors import (
-    EDGE_ERRORS,
     A2AError,
     InvalidParamsError,
     InvalidRequestError,
@@ -32,6 +31,7 @@ from app.errors import (
     MethodNotFoundError,
     as_a2a_error,
 )
+from app.http.errors import EDGE_ERRORS
 from app.http.json_body import (
     JsonObject,
     check_depth,

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from app.call_context import ANONYMOUS_PRINCIPAL, Principal
-from app.errors import AuthenticationError
+from app.http.errors import AuthenticationError
 from app.http.jwks import JwksCache, JwtVerifier
 from app.settings import Settings
 

@@ -15,8 +15,9 @@ from functools import partial
 from starlette.requests import Request
 
 from app.call_context import CallContext
-from app.errors import RateLimitedError, StoreUnavailableError
+from app.errors import StoreUnavailableError
 from app.http.auth import Authenticator
+from app.http.errors import RateLimitedError
 from stores.base import StoreUnavailable
 from stores.rate_limit import RateLimiter
 

@@ -31,15 +31,14 @@ from starlette.datastructures import Headers
 from starlette.middleware.cors import CORSMiddleware
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from app.errors import (
-    A2AError,
+from app.errors import A2AError, InvalidRequestError
+from app.http.auth import LOOPBACK_NAMES, is_loopback_host
+from app.http.errors import (
     BodyTimeoutError,
     HostNotAllowedError,
-    InvalidRequestError,
     OriginNotAllowedError,
     PayloadTooLargeError,
 )
-from app.http.auth import LOOPBACK_NAMES, is_loopback_host
 from app.http.responses import error_response
 from app.settings import Settings
 

@@ -21,7 +21,7 @@ import httpx
 import jwt
 
 from app.call_context import Principal
-from app.errors import AuthenticationError, AuthenticationUnavailableError
+from app.http.errors import AuthenticationError, AuthenticationUnavailableError
 
 logger = logging.getLogger(__name__)
 

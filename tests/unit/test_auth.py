@@ -13,7 +13,6 @@ from starlette.datastructures import Headers
 import app.http.auth
 from app.a2a.card import build_card
 from app.call_context import ANONYMOUS_PRINCIPAL, Principal
-from app.errors import AuthenticationError
 from app.http.auth import (
     ApiKeys,
     AuthConfigurationError,
@@ -23,6 +22,7 @@ from app.http.auth import (
     check_configuration,
     is_loopback_host,
 )
+from app.http.errors import AuthenticationError
 from app.settings import Settings
 from tests.e2e.wire import assert_valid
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from app.errors import (
+from app.http.errors import (
     AuthenticationError,
     AuthenticationUnavailableError,
     HostNotAllowedError,

@@ -6,7 +6,8 @@ from __future__ import annotations
 import httpx
 from starlette.types import Message, Receive, Scope, Send
 
-from app.errors import HostNotAllowedError, MethodNotAllowedError, RateLimitedError
+from app.errors import MethodNotAllowedError
+from app.http.errors import HostNotAllowedError, RateLimitedError
 from app.http.guard import HttpGuard
 from app.http.responses import error_response
 

@@ -14,8 +14,8 @@ from cryptography.hazmat.primitives import serialization
 from starlette.datastructures import Headers
 
 from app.call_context import Principal
-from app.errors import AuthenticationError, AuthenticationUnavailableError
 from app.http.auth import Authenticator, build_authenticator
+from app.http.errors import AuthenticationError, AuthenticationUnavailableError
 from app.http.jwks import JwksCache, JwtVerifier
 from app.settings import Settings
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
