@@ -27,6 +27,7 @@ import asyncio
 import contextvars
 import inspect
 import logging
+import platform
 import resource
 from typing import Any, ClassVar
 
@@ -277,6 +278,12 @@ def with_limits(timeout_s: float, max_header_bytes: int) -> type[asyncio.Protoco
         base: type[FastHeaderDeadlineProtocol] = FastHeaderDeadlineProtocol
         if _REQUEST_TASKS:
             base = RequestTaskProtocol
+            if not request_task.first_step_available():
+                logger.info(
+                    "python_version=<%s> | asyncio's running-task hooks are missing: a request's"
+                    " first step is taken at the loop's next pass",
+                    platform.python_version(),
+                )
         else:
             logger.info(
                 "uvicorn_version=<%s> | its request-task hooks are missing: requests are served"
