@@ -327,6 +327,7 @@ def create_app(
     app = ServerApp(
         guard=partial(_guarded, settings=settings),
         direct=not settings.tracing_enabled,  # request spans need every request in the stack
+        openapi_document=build_openapi(),
         title="a2a-agent-server",
         version=package_version(),
         lifespan=lifespan,
@@ -386,8 +387,6 @@ def create_app(
         return JSONResponse({"status": "ready", **({"toolSourcesDown": down} if down else {})})
 
     instrument(app, settings)  # request spans, outermost (only when tracing is on)
-    document = build_openapi()
-    app.openapi_schema = document  # FastAPI serves it as it is, built once
     app.state.settings = settings
     app.state.handler = handler
     app.state.metrics = metrics

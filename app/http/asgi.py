@@ -37,9 +37,15 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 class ServerApp(FastAPI):
     def __init__(
-        self, *, guard: Callable[[ASGIApp], ASGIApp], direct: bool = True, **options: Any
+        self,
+        *,
+        guard: Callable[[ASGIApp], ASGIApp],
+        direct: bool = True,
+        openapi_document: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
+        self._openapi_document = openapi_document
         self._guard = guard
         self._direct: dict[tuple[str, str], Endpoint] = {}
         self._guarded_endpoint = guard(_serve_endpoint) if direct else None
@@ -58,6 +64,13 @@ class ServerApp(FastAPI):
                 await self._guarded_endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The document given, served as it is (FastAPI's own is built from the routes, which
+        describe none of the A2A bindings); FastAPI's when none was given."""
+        if self._openapi_document is not None:
+            return self._openapi_document
+        return super().openapi()
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
