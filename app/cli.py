@@ -1,97 +1,61 @@
-"""`a2a-server` / `python -m app`: serve the agent. Flags override the environment."""
+"""`a2a-server` / `python -m app`: serve the agent. Flags override the environment.
+
+The process is the server's own, so this command also tunes it: the collector's thresholds, and
+the loaded heap frozen once the model adapter has loaded. `create_app` does neither, so that an
+app embedded in another process leaves its host's collector as it was.
+"""
 
 from __future__ import annotations
 
 import argparse
 import asyncio
 import gc
-import socket
+import logging
 import sys
-from types import FrameType
+from functools import partial
 
 import uvicorn
-import uvloop
 from fastapi import FastAPI
 from pydantic import ValidationError
 
 from agent.hooks import HookLoadError
-from agent.runtime.drain import Drain
 from agent.tools.base import ToolLoadError
 from app.http.auth import AuthConfigurationError
 from app.http.connections import raise_open_files_limit, with_limits
-from app.http.listener import BurstListener
+from app.http.server import DrainingServer
 from app.main import create_app
-from app.ops.logs import configure_logging, lines_written_at_once, lines_written_per_loop_pass
+from app.ops.logs import configure_logging
 from app.settings import Settings
+
+logger = logging.getLogger(__name__)
 
 # The server process's collector thresholds (CPython's defaults are 700, 10, 10); an app embedded
 # in another process (`create_app`) leaves its host's alone. The server makes almost no cyclic
-# garbage (in the bench ~0.2 objects per request reach the collector: reference counting frees the
-# rest), so a collector pass mostly walks live objects for nothing. With the defaults a full pass
-# came every ~0.4 s under load and walked every stored task (40-110 ms with 10,000 in memory).
-# A young pass comes after 50,000 more container objects than were freed: well above what the
-# requests in flight hold alive (of the order of 5,000 at 64 sends at once). At 5,000 the young
-# passes came every ~40 ms at c=64 and found nothing to free (only live requests, which they
-# pushed to the middle generation): 2.5 s of passes in a 90 s A/B, up to 73 ms each, and
-# SendMessage c=64 p99 106 ms against 59 ms with these (bench/RESULTS.md). A full pass waits for
-# 100 middle ones (and CPython's own rule: a quarter more long-lived objects than at the last).
+# garbage (reference counting frees nearly all of it), so a collector pass mostly walks live
+# objects for nothing, and with the defaults full passes walking every stored task made the
+# latency tail. A young pass comes after 50,000 more container objects than were freed: well
+# above what the requests in flight hold alive. A full pass waits for 100 middle ones (and
+# CPython's own rule: a quarter more long-lived objects than at the last). The measures:
+# bench/RESULTS.md, "Figures moved out of docstrings (issue 41)".
 COLLECTOR_THRESHOLDS = (50_000, 10, 100)
 
 
-class DrainingServer(uvicorn.Server):
-    """uvicorn's server, except that SIGTERM / SIGINT first starts the app's drain.
+def freeze_loaded_objects() -> int:
+    """Move every object alive now (modules, classes, pydantic schemas: what startup and the
+    model adapter loaded, and what lives as long as the process) to the collector's permanent
+    generation, once per process, so that full collections stop walking them again and again.
+    The server process's own choice, as its thresholds are; returns the objects frozen."""
+    if gc.get_freeze_count() == 0:
+        gc.collect()
+        gc.freeze()
+    return gc.get_freeze_count()
 
-    The drain must begin before uvicorn stops: blocking sends then answer with their task and
-    open streams end at an event boundary, so the connections close by themselves instead of
-    being cut when the graceful-shutdown timeout runs out (a plain-text 500, or an incomplete
-    chunked response). The signal handler runs between two bytecodes of whatever the loop was
-    doing, so it only schedules the drain (and log lines written at once from then on), with
-    the one loop call that is safe from there.
-    """
 
-    def __init__(self, config: uvicorn.Config, *, drain: Drain) -> None:
-        super().__init__(config)
-        self._drain = drain
-        self._loop: asyncio.AbstractEventLoop | None = None
-
-    async def serve(self, sockets: list[socket.socket] | None = None) -> None:
-        self._loop = asyncio.get_running_loop()
-        with lines_written_per_loop_pass(self._loop):
-            await super().serve(sockets)
-
-    async def startup(self, sockets: list[socket.socket] | None = None) -> None:
-        """uvicorn's startup; then, on uvloop, its listening sockets are taken over by burst
-        listeners (app.http.listener: uvloop accepts one connection per pass of the loop)."""
-        await super().startup(sockets)
-        loop = asyncio.get_running_loop()
-        if not isinstance(loop, uvloop.Loop):
-            return  # asyncio's own loop accepts every pending connection at once already
-        config = self.config
-
-        def create_protocol() -> asyncio.Protocol:  # as uvicorn's own startup makes them
-            return config.http_protocol_class(  # type: ignore[call-arg]
-                config=config,
-                server_state=self.server_state,
-                app_state=self.lifespan.state,
-                _loop=loop,
-            )
-
-        listeners = [
-            listener
-            for server in self.servers
-            for listener in BurstListener.take_over(
-                server, create_protocol, loop, backlog=config.backlog
-            )
-        ]
-        # uvicorn only closes its servers and waits for them to close: listeners do both.
-        self.servers = listeners  # type: ignore[assignment]
-
-    def handle_exit(self, sig: int, frame: FrameType | None) -> None:
-        loop = self._loop
-        if loop is not None and not loop.is_closed():
-            loop.call_soon_threadsafe(self._drain.start)
-            loop.call_soon_threadsafe(lines_written_at_once)  # the process may end at once
-        super().handle_exit(sig, frame)
+async def freeze_when_ready(model_ready: asyncio.Event) -> None:
+    """Once the app's model adapter has loaded (`app.state.model_ready`), freeze what is loaded."""
+    await model_ready.wait()
+    frozen = freeze_loaded_objects()
+    logger.info("frozen_objects=<%d> | the loaded heap is out of the collector's reach", frozen)
 
 
 def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
@@ -120,7 +84,11 @@ def server_config(app: FastAPI, settings: Settings) -> uvicorn.Config:
 def serve(app: FastAPI, settings: Settings) -> int:
     """Serve until SIGTERM / SIGINT; 3 if the server could not start (uvicorn's code)."""
     raise_open_files_limit(settings.a2a_max_connections)
-    server = DrainingServer(server_config(app, settings), drain=app.state.drain)
+    server = DrainingServer(
+        server_config(app, settings),
+        drain=app.state.drain,
+        background=partial(freeze_when_ready, app.state.model_ready),
+    )
     server.run()
     return 0 if server.started else 3
 

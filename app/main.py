@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import asyncio
-import gc
 import logging
 import os
 import socket
@@ -331,6 +330,7 @@ def create_app(
     app = ServerApp(
         guard=partial(_guarded, settings=settings),
         direct=not settings.tracing_enabled,  # request spans need every request in the stack
+        openapi_document=build_openapi(),
         title="a2a-agent-server",
         version=package_version(),
         lifespan=lifespan,
@@ -390,34 +390,21 @@ def create_app(
         return JSONResponse({"status": "ready", **({"toolSourcesDown": down} if down else {})})
 
     instrument(app, settings)  # request spans, outermost (only when tracing is on)
-    document = build_openapi()
-    app.openapi = lambda: document  # type: ignore[method-assign]
     app.state.settings = settings
     app.state.handler = handler
     app.state.runner = runner
     app.state.metrics = metrics
-    app.state.drain = drain  # started by the server on SIGTERM (app.cli.DrainingServer)
+    app.state.drain = drain  # started by the server on SIGTERM (app.http.server.DrainingServer)
+    # Set once the model adapter has loaded: `a2a-server` then freezes its heap (app.cli).
+    app.state.model_ready = model_ready
     return app
 
 
 async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
-    """Load the model adapter (LiteLLM's slow import) off the request path, then take what the
-    process loaded out of the garbage collector's reach."""
+    """Load the model adapter (LiteLLM's slow import) off the request path."""
     try:
         await llm.warm_up()
     except Exception:
         logger.exception("model adapter failed to load")
         return
-    _freeze_loaded_objects()
     ready.set()
-
-
-def _freeze_loaded_objects() -> None:
-    """Move every object alive now (modules, classes, pydantic schemas: what startup and the
-    model adapter loaded, and what lives as long as the process) to the collector's permanent
-    generation, once per process. Full collections otherwise walk them all, again and again: in
-    the bench they were the latency tail (SendMessage c=1 p99 38 ms -> 2-20 ms, p50 1.3 ms).
-    (The server process also sets its collector's thresholds: `app.cli`.)"""
-    if gc.get_freeze_count() == 0:
-        gc.collect()
-        gc.freeze()

@@ -93,7 +93,7 @@ async def call(app: Any, method: str, n: int) -> None:
 
 
 async def drive(method: str, requests: int, concurrency: int, log: TextIO) -> None:
-    from app.cli import COLLECTOR_THRESHOLDS
+    from app.cli import COLLECTOR_THRESHOLDS, freeze_when_ready
     from app.main import create_app
     from app.ops.logs import configure_logging, lines_written_per_loop_pass
     from app.settings import Settings
@@ -103,6 +103,7 @@ async def drive(method: str, requests: int, concurrency: int, log: TextIO) -> No
     configure_logging(settings, stream=log)
     app = create_app(settings)
     async with app.router.lifespan_context(app):
+        await freeze_when_ready(app.state.model_ready)  # as a2a-server does (create_app does not)
         with lines_written_per_loop_pass(asyncio.get_running_loop()):
             for count in (WARM_UP, requests):
                 per_caller = count // concurrency

@@ -4,9 +4,8 @@ from the guard alone.
 FastAPI puts nine layers between the server and an endpoint (its own and Starlette's entry
 points, the error middleware, exception telemetry, a body limit, the exception middleware, an exit
 stack, the router and route, the request/response wrappers). An open stream keeps a coroutine
-frame alive in each for as long as it is open: at 10,000 idle streams they were ~8 KiB of the
-~29 KiB a stream cost, and on every request they are work done before the endpoint runs. A
-*direct* route skips them all:
+frame alive in each for as long as it is open (a large share of an idle stream's memory), and on
+every request they are work done before the endpoint runs. A *direct* route skips them all:
 
     a direct route (method and path)  ->  HttpGuard  ->  the endpoint
     anything else                     ->  FastAPI's stack, with HttpGuard as its outermost
@@ -28,7 +27,6 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 from fastapi import FastAPI
-from starlette._utils import get_route_path  # the router's own matching path
 from starlette.middleware.errors import ServerErrorMiddleware
 from starlette.requests import Request
 from starlette.responses import Response
@@ -39,9 +37,15 @@ Endpoint = Callable[[Request], Awaitable[Response]]
 
 class ServerApp(FastAPI):
     def __init__(
-        self, *, guard: Callable[[ASGIApp], ASGIApp], direct: bool = True, **options: Any
+        self,
+        *,
+        guard: Callable[[ASGIApp], ASGIApp],
+        direct: bool = True,
+        openapi_document: dict[str, Any] | None = None,
+        **options: Any,
     ) -> None:
         super().__init__(**options)
+        self._openapi_document = openapi_document
         self._guard = guard
         self._direct: dict[tuple[str, str], Endpoint] = {}
         self._guarded_endpoint = guard(_serve_endpoint) if direct else None
@@ -54,12 +58,19 @@ class ServerApp(FastAPI):
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if self._guarded_endpoint is not None and scope["type"] == "http":
-            endpoint = self._direct.get((scope["method"], get_route_path(scope)))
+            endpoint = self._direct.get((scope["method"], route_path(scope)))
             if endpoint is not None:
                 scope["app"], scope["endpoint"] = self, endpoint
                 await self._guarded_endpoint(scope, receive, send)
                 return
         await super().__call__(scope, receive, send)
+
+    def openapi(self) -> dict[str, Any]:
+        """The document given, served as it is (FastAPI's own is built from the routes, which
+        describe none of the A2A bindings); FastAPI's when none was given."""
+        if self._openapi_document is not None:
+            return self._openapi_document
+        return super().openapi()
 
     def build_middleware_stack(self) -> ASGIApp:
         stack = super().build_middleware_stack()
@@ -67,6 +78,19 @@ class ServerApp(FastAPI):
         assert isinstance(stack, ServerErrorMiddleware)
         stack.app = self._guard(stack.app)
         return stack
+
+
+def route_path(scope: Scope) -> str:
+    """The path the router matches: the request's path without the app's `root_path` prefix.
+    Starlette's own (`get_route_path`, 1.10) is private: this is its public equivalent, which
+    tests/unit/test_fenced_internals.py holds equal to it while it exists."""
+    path: str = scope["path"]
+    root_path: str = scope.get("root_path", "")
+    if not root_path or not path.startswith(root_path):
+        return path
+    if path == root_path:
+        return ""
+    return path[len(root_path) :] if path[len(root_path)] == "/" else path
 
 
 async def _serve_endpoint(scope: Scope, receive: Receive, send: Send) -> None:

@@ -1,4 +1,6 @@
-"""Connection limits of the HTTP server: a deadline on request headers and a cap on their size.
+"""Connection limits of the HTTP server, and how it starts a request's task: a deadline on
+request headers, a cap on their size, and each request's task started as app.http.request_task
+starts it.
 
 uvicorn closes an idle keep-alive connection (`timeout_keep_alive`) and caps concurrent
 connections (`limit_concurrency`: 503 beyond), but a connection that sends half a request line and
@@ -8,29 +10,63 @@ the connection (or of the first byte of a keep-alive connection's next request),
 to headers larger than `max_header_bytes`.
 
 Two parsers: httptools (C, llhttp), the one served when installed (it is a runtime dependency:
-the profile of a GetTask showed h11's pure-Python parsing and writing at a third of the request's
-time), and h11, the fallback, whose own `h11_max_incomplete_event_size` caps the headers.
+h11's pure-Python parsing and writing was a large share of a GetTask's time), and h11, the
+fallback, whose own `h11_max_incomplete_event_size` caps the headers.
+
+uvicorn internals, fenced here: written against uvicorn 0.54.0 (httptools 0.9.0, h11 0.16.0).
+The protocols subclass uvicorn's and use their attributes (`conn`, `cycle`, `tasks`,
+`send_400_response`). On httptools, `RequestTaskProtocol` also overrides the private
+`HttpToolsProtocol._start_asgi_task` and replaces a cycle's `transport` (`HeadWithBody`); both
+are looked up at import (`request_tasks_available`). Without them the header limits run on
+uvicorn's own request tasks and writes, and a stream watches `receive()` for its client leaving.
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
+import inspect
 import logging
+import platform
 import resource
 from typing import Any, ClassVar
 
 import h11
+import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.http import request_task
 
 try:
-    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol
+    from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
 except ImportError:  # httptools is not installed: h11 serves
     HttpToolsProtocol = None  # type: ignore[assignment,misc]
 
 logger = logging.getLogger(__name__)
+
+
+def request_task_hooks_present() -> bool:
+    """Whether uvicorn's httptools protocol starts a request's task as 0.54 does: by the private
+    `_start_asgi_task(cycle, app)`, from a cycle made with a `transport` and run by `run_asgi`."""
+    if HttpToolsProtocol is None:
+        return False
+    start = getattr(HttpToolsProtocol, "_start_asgi_task", None)
+    if not callable(start) or not callable(getattr(RequestResponseCycle, "run_asgi", None)):
+        return False
+    try:
+        arguments = inspect.signature(start).parameters
+        cycle_arguments = inspect.signature(RequestResponseCycle).parameters
+    except (TypeError, ValueError):
+        return False
+    return list(arguments) == ["self", "cycle", "app"] and "transport" in cycle_arguments
+
+
+_REQUEST_TASKS = request_task_hooks_present()
+
+
+def request_tasks_available() -> bool:
+    """Whether the server's protocol starts each request's task itself (app.http.request_task)."""
+    return _REQUEST_TASKS
 
 
 class HeaderDeadlineProtocol(H11Protocol):
@@ -79,19 +115,15 @@ if HttpToolsProtocol is not None:
         header_timeout_s: ClassVar[float] = 10.0
         max_header_bytes: ClassVar[int] = 16384
 
-        # Slots, not more keys in uvicorn's attribute dict: those grew it to the next size,
-        # ~1.5 KiB more on every connection.
-        __slots__ = ("_awaiting_headers", "_first_step", "_header_bytes", "_header_timer", "_task")
+        # Slots, not more keys in uvicorn's attribute dict: those grew it to its next size on
+        # every connection.
+        __slots__ = ("_awaiting_headers", "_header_bytes", "_header_timer")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
             self._header_timer: asyncio.TimerHandle | None = None
             self._awaiting_headers = True
             self._header_bytes = 0
-            # A request task just started, whose first step is taken at the end of a read once
-            # its body is in (app.http.request_task): its cycle and the task.
-            self._first_step: tuple[Any, asyncio.Task[None]] | None = None
-            self._task: asyncio.Task[None] | None = None  # the latest request's, while it runs
 
         def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
             super().connection_made(transport)
@@ -108,13 +140,61 @@ if HttpToolsProtocol is not None:
                 and not self.transport.is_closing()
             ):
                 self.send_400_response("Request headers are too large.")
+
+        def on_message_begin(self) -> None:
+            super().on_message_begin()
+            if self._header_timer is None:
+                self._arm()  # the first byte of the next request on a keep-alive connection
+
+        def on_headers_complete(self) -> None:
+            self._awaiting_headers = False
+            self._disarm()
+            super().on_headers_complete()
+
+        def on_message_complete(self) -> None:
+            super().on_message_complete()
+            self._awaiting_headers, self._header_bytes = True, 0
+
+        def connection_lost(self, exc: Exception | None) -> None:
+            self._disarm()
+            super().connection_lost(exc)
+
+        def _arm(self) -> None:
+            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+        def _disarm(self) -> None:
+            if self._header_timer is not None:
+                self._header_timer.cancel()
+                self._header_timer = None
+
+        def _headers_too_slow(self) -> None:
+            self._header_timer = None
+            if self._awaiting_headers and not self.transport.is_closing():
+                self.transport.close()
+
+    class RequestTaskProtocol(FastHeaderDeadlineProtocol):
+        """The header limits, each request's task started by app.http.request_task (its first
+        step taken in the read that brought the request; its stream told when the client
+        leaves), and a response's head written with its body's first part (`HeadWithBody`)."""
+
+        __slots__ = ("_first_step", "_task")
+
+        def __init__(self, *args: Any, **kwargs: Any) -> None:
+            super().__init__(*args, **kwargs)
+            # A request task just started, whose first step is taken at the end of a read once
+            # its body is in: its cycle and the task.
+            self._first_step: tuple[Any, asyncio.Task[None]] | None = None
+            self._task: asyncio.Task[None] | None = None  # the latest request's, while it runs
+
+        def data_received(self, data: bytes) -> None:
+            super().data_received(data)
             self._take_first_step()
 
         def _start_asgi_task(self, cycle: Any, app: Any) -> None:
-            """uvicorn's start of a request's task (app.http.request_task): its first step is taken
-            at the end of a read that has brought the whole request, unless the task's own came
-            first (a pipelined request starts at the end of the one before, inside that one's
-            task; its body may come in later reads)."""
+            """uvicorn's start of a request's task: its first step is taken at the end of a read
+            that has brought the whole request, unless the task's own came first (a pipelined
+            request starts at the end of the one before, inside that one's task; its body may
+            come in later reads)."""
             context = contextvars.Context() if self.config.reset_contextvars else None
             task = request_task.start(self.loop, cycle.run_asgi(app), context)
             task.add_done_callback(self._task_done)
@@ -135,41 +215,16 @@ if HttpToolsProtocol is not None:
             if not self.transport.is_closing():
                 request_task.take_first_step(self.loop, first[1])  # unless already taken
 
-        def on_message_begin(self) -> None:
-            super().on_message_begin()
-            if self._header_timer is None:
-                self._arm()  # the first byte of the next request on a keep-alive connection
-
         def on_headers_complete(self) -> None:
-            self._awaiting_headers = False
-            self._disarm()
             super().on_headers_complete()
             cycle = self.cycle
             if cycle is not None and cycle.transport is self.transport:
                 cycle.transport = HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
 
-        def on_message_complete(self) -> None:
-            super().on_message_complete()
-            self._awaiting_headers, self._header_bytes = True, 0
-
         def connection_lost(self, exc: Exception | None) -> None:
-            self._disarm()
             super().connection_lost(exc)
             if self._task is not None and self.cycle is not None and self.cycle.disconnected:
                 request_task.client_gone(self._task)  # its response had not ended
-
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _headers_too_slow(self) -> None:
-            self._header_timer = None
-            if self._awaiting_headers and not self.transport.is_closing():
-                self.transport.close()
 
 
 class HeadWithBody:
@@ -178,7 +233,7 @@ class HeadWithBody:
 
     uvicorn writes a response's head as soon as the app starts the response, and each body part
     as it comes: a blocking reply or a stream's first event went out in two writes, two system
-    calls (each ~20 us on loopback, which also wakes the client twice) where one does. The head is
+    calls (which also wake the client twice) where one does. The head is
     held until the next write, which an app nearly always makes in the same step (a reply's body,
     a stream's first event); should it not, the head goes out alone at the loop's next pass.
     """
@@ -217,11 +272,27 @@ class HeadWithBody:
 
 def with_limits(timeout_s: float, max_header_bytes: int) -> type[asyncio.Protocol]:
     """The protocol class uvicorn instantiates per connection, with these limits: httptools when
-    installed, else h11 (whose cap uvicorn sets from `h11_max_incomplete_event_size`)."""
+    installed (starting request tasks itself when uvicorn's hooks are there), else h11 (whose
+    cap uvicorn sets from `h11_max_incomplete_event_size`)."""
     if HttpToolsProtocol is not None:
+        base: type[FastHeaderDeadlineProtocol] = FastHeaderDeadlineProtocol
+        if _REQUEST_TASKS:
+            base = RequestTaskProtocol
+            if not request_task.first_step_available():
+                logger.info(
+                    "python_version=<%s> | asyncio's running-task hooks are missing: a request's"
+                    " first step is taken at the loop's next pass",
+                    platform.python_version(),
+                )
+        else:
+            logger.info(
+                "uvicorn_version=<%s> | its request-task hooks are missing: requests are served"
+                " on uvicorn's own tasks and writes",
+                uvicorn.__version__,
+            )
         return type(
-            "FastHeaderDeadlineProtocol",
-            (FastHeaderDeadlineProtocol,),
+            base.__name__,
+            (base,),
             {"header_timeout_s": timeout_s, "max_header_bytes": max_header_bytes},
         )
     return type(

@@ -2,9 +2,8 @@
 bytes are read (not at the event loop's next pass), and its stream told when the client leaves.
 
 uvicorn starts each request as a task, whose first step the loop runs after everything already
-queued: under load, a whole pass of other requests' work (turns, stream writes) came between a
-request's arrival and its first line of code, and a stream's first event, written in that first
-step, waited for it (at 32 streams, ~1.8 passes of ~3 ms). Python 3.12's eager tasks take the
+queued: under load a whole pass of other requests' work came between a request's arrival and its
+first line of code, and a stream's first event waited for it. Python 3.12's eager tasks take the
 first step at once; on 3.11 this module does the same for the request tasks the HTTP protocol
 starts (app.http.connections): the task is created as usual, then its coroutine's first step runs
 right away, as that task (`asyncio.current_task()` is it) and in its context, up to its first
@@ -12,23 +11,43 @@ real wait. The task's own first step then hands the task whatever that step wait
 outcome), and from there on the task drives the coroutine as any other.
 
 The same wrapper says whether a stream will be told that its client left. ASGI tells an app so
-through `receive()` only: a stream whose request task waits on its journal needed a second task
-waiting on `receive()`, ~1.1 KiB of the ~15 KiB of RSS an idle stream cost at 10,000 streams.
-The protocol knows when its connection is lost: a stream in a task it started hangs itself on
-the task's coroutine (`tell_when_gone`) and the protocol tells it (`client_gone`). A request
-served otherwise (another ASGI server, an in-process client) runs a plain coroutine: its stream
-watches `receive()`.
+through `receive()` only, which cost a stream a second task waiting on it. The protocol knows
+when its connection is lost: a stream in a task it started hangs itself on the task's coroutine
+(`tell_when_gone`) and the protocol tells it (`client_gone`). A request served otherwise (another
+ASGI server, an in-process client) runs a plain coroutine: its stream watches `receive()`.
+
+Private names, fenced here: written against CPython 3.11's asyncio (3.11.7), whose
+`asyncio.tasks._enter_task` / `_leave_task` say which task is running (eager tasks use them
+too). They are looked up once, at import (`first_step_available`): without them no first step
+is taken early and each request's task starts as any task does. Once the floor is Python 3.12,
+eager tasks replace the first-step half of this module. (Figures: bench/RESULTS.md, "Figures
+moved out of docstrings (issue 41)".)
 """
 
 from __future__ import annotations
 
 import asyncio
 import contextvars
-
-# asyncio's own bookkeeping of the running task, which Python 3.12's eager tasks use too.
-from asyncio.tasks import _enter_task, _leave_task
-from collections.abc import Coroutine, Generator
+from collections.abc import Callable, Coroutine, Generator
 from typing import Any, Protocol
+
+_TaskHook = Callable[[asyncio.AbstractEventLoop, "asyncio.Task[Any]"], None]
+
+
+def running_task_hooks() -> tuple[_TaskHook, _TaskHook] | None:
+    """asyncio's private `_enter_task` and `_leave_task`, or None if this Python has not both."""
+    enter = getattr(asyncio.tasks, "_enter_task", None)
+    leave = getattr(asyncio.tasks, "_leave_task", None)
+    return (enter, leave) if callable(enter) and callable(leave) else None
+
+
+_TASK_HOOKS = running_task_hooks()
+
+
+def first_step_available() -> bool:
+    """Whether a request's first step can be taken inside the read that brought it."""
+    return _TASK_HOOKS is not None
+
 
 _NOT_STARTED, _WAITING, _ENDED, _RUNNING = range(4)
 
@@ -114,23 +133,27 @@ def start(
 
 def take_first_step(loop: asyncio.AbstractEventLoop, task: asyncio.Task[Any]) -> bool:
     """Take `task`'s first step now, if it has not been taken and no task is running (this is
-    for the loop's own callbacks: a protocol reading its socket). False if it was not taken."""
+    for the loop's own callbacks: a protocol reading its socket). False if it was not taken
+    (also when asyncio's hooks are missing: the task then takes it at the loop's next pass)."""
+    hooks = _TASK_HOOKS
     coro = task.get_coro()
     if (
-        not isinstance(coro, RequestCoroutine)
+        hooks is None
+        or not isinstance(coro, RequestCoroutine)
         or coro._state != _NOT_STARTED
         or task.done()
         or task.cancelling()
     ):
         return False
+    enter, leave = hooks
     try:
-        _enter_task(loop, task)
+        enter(loop, task)
     except RuntimeError:  # called from inside a task: its own first step will do
         return False
     try:
         coro.take_first_step()
     finally:
-        _leave_task(loop, task)
+        leave(loop, task)
     return True
 
 

@@ -5,6 +5,10 @@ JSON lines carry `time`, `level`, `logger` and `message`, plus every `key=<value
 message as a key of its own (the house log style), so `task_id`, `trace_id`... can be queried.
 LiteLLM logs every model call at INFO, twice: its loggers (and httpx's, which logs each request)
 stay at WARNING unless LOG_LEVEL=debug.
+
+One private name of the standard library's, written against Python 3.11: `logging._srcfile`,
+the logging HOWTO's documented switch for not looking up each record's caller. Set only if it
+exists: a Python without it looks callers up as before (slower, the same lines).
 """
 
 from __future__ import annotations
@@ -170,7 +174,8 @@ def configure_logging(settings: Settings, *, stream: TextIO | None = None) -> No
     # cost every record a system call (getpid) and a stack walk: a quarter of the time a
     # SendMessage spent logging. (The logging HOWTO's "Optimization" switches.)
     logging.logProcesses = logging.logMultiprocessing = logging.logThreads = False
-    logging._srcfile = None
+    if hasattr(logging, "_srcfile"):
+        logging._srcfile = None
     root = logging.getLogger()
     for old in [each for each in root.handlers if isinstance(each, _ServerHandler)]:
         root.removeHandler(old)

@@ -11,43 +11,49 @@ On a single Redis the round trips go out on one connection of the client's pool,
 and are written and read there directly: the commands as their builds queue them on a pipeline
 kept only to record them, written at once, and each reply parsed as redis-py parses it (its
 response callbacks), an error reply in its place. redis-py's own pipeline execution (a pool
-checkout and release, its retry wrapper, the per-command bookkeeping around each reply) was a
-fifth of a SendMessage's CPU on Redis, and a lone command on the client about as much again.
-The replies are taken from hiredis' reader directly: redis-py's `read_response` around each
-one (a timer, three coroutines) cost twice the parse.
-A connection that fails is dropped and the round trip is sent once more on a new one (the
-client's retry policy).
+checkout and release, its retry wrapper, the per-command bookkeeping around each reply) cost a
+large share of a SendMessage's CPU on Redis. The replies are taken from hiredis' reader
+directly: redis-py's `read_response` around each one (a timer, three coroutines) cost more than
+the parse. A connection that fails is dropped and the round trip is sent once more on a new one
+(the client's retry policy).
 
 A caller issues a script (`run_script`), a command given by its arguments (`run_args`) or a group
 of commands (`run_pipeline`, built on a pipeline as for `stores.redis.support.run_pipeline`), and
 gets its own replies or error: the first error among its group's replies, as `run_pipeline`
 raises it. A script or a command goes in as its arguments, as Redis takes them: through redis-py's
-command methods and a recording pipeline (a lambda, the method's argument handling, the
-pipeline's bookkeeping) it cost more than its packing. A script Redis does not know
-(NOSCRIPT, after a restart or a SCRIPT FLUSH) is loaded and its group sent again: every group
-is idempotent apart from its scripts, which did not run. A failure of the whole round trip (the
-connection) is every caller's error; the client's retry policy has already re-sent it once,
+command methods and a recording pipeline it cost more than its packing. A script Redis does not
+know (NOSCRIPT, after a restart or a SCRIPT FLUSH) is loaded and its group sent again: every
+group is idempotent apart from its scripts, which did not run. A failure of the whole round trip
+(the connection) is every caller's error; the client's retry policy has already re-sent it once,
 which the publish script makes harmless (an event id seen last is not appended again).
 
 Batching is for a client to a single Redis: a cluster pipeline splits commands by node and so
 brings no such saving; with a cluster client every call goes out by itself.
 
 With `round_trip_timeout_s` the batcher bounds each of its round trips as a whole, on a client
-of its own without a socket timeout: redis-py otherwise arms a timer for every reply it reads (a
-tenth of a turn's CPU on Redis, with ~30 replies a turn). A round trip without an answer in time
-fails as redis-py's own timeout does (a Redis TimeoutError; its connection is dropped, not
-reused), so a hung Redis is still noticed within one command timeout.
+of its own without a socket timeout: redis-py otherwise arms a timer for every reply it reads.
+A round trip without an answer in time fails as redis-py's own timeout does (a Redis
+TimeoutError; its connection is dropped, not reused), so a hung Redis is still noticed within
+one command timeout.
+
+redis-py internals, fenced here: written against redis-py 8.1.0 (hiredis 3.5.0). Reading replies
+straight from hiredis uses the connection's private parser (`_parser`, its `_reader` and
+`read_from_socket`) and the sentinel its reader gives for a reply not yet whole
+(`redis._parsers.hiredis.NOT_ENOUGH_DATA`). The sentinel is looked up at import
+(`not_enough_data_sentinel`), the parser on each round trip (`_hiredis_reader`): without any
+of them the replies are read by the connection's public `read_response`. (Figures:
+bench/RESULTS.md, "Figures moved out of docstrings (issue 41)".)
 """
 
 from __future__ import annotations
 
 import asyncio
+import importlib
 import inspect
 from collections.abc import Awaitable, Callable, Mapping, Sequence
 from typing import Any
 
 import hiredis
-from redis._parsers.hiredis import NOT_ENOUGH_DATA as _NOT_ENOUGH_DATA
 from redis.asyncio import Redis
 from redis.asyncio.connection import AbstractConnection
 from redis.client import EMPTY_RESPONSE, NEVER_DECODE
@@ -57,6 +63,19 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 
 from stores.redis.support import AnyPipeline, LuaScript, RedisClient, run_pipeline
 
+
+def not_enough_data_sentinel() -> object | None:
+    """What redis-py's hiredis readers give for a reply not yet whole (a private name of
+    redis-py's), or None if this redis-py has none."""
+    try:
+        parsers = importlib.import_module("redis._parsers.hiredis")
+    except ImportError:
+        return None
+    sentinel: object | None = getattr(parsers, "NOT_ENOUGH_DATA", None)
+    return sentinel
+
+
+_NOT_ENOUGH_DATA = not_enough_data_sentinel()
 # What hiredis (>= 3.2) gives for a RESP3 push message (pub/sub, client tracking): none of
 # which these connections ask for, so one is passed over rather than taken for a reply.
 _PUSH = getattr(hiredis, "PushNotification", None)
@@ -69,6 +88,7 @@ _Commands = list[_Command]
 # NOSCRIPT), its replies.
 _Call = tuple["_Command | Build", Sequence[LuaScript], "asyncio.Future[list[Any]]"]
 _NO_OPTIONS: Mapping[str, Any] = {}
+_ReadMore = Callable[[], Awaitable[Any]]
 _NOT_FOR_CALLBACKS = frozenset({"keys", EMPTY_RESPONSE, NEVER_DECODE})
 
 
@@ -219,11 +239,11 @@ class CommandBatcher:
             [piece for args, _ in commands for piece in connection.pack_command(*args)]
         )
         await connection.send_packed_command(packed, check_health=False)
-        reader = getattr(connection._parser, "_reader", None)  # reconnecting makes a new one
-        if not isinstance(reader, hiredis.Reader):  # not hiredis' parser: redis-py reads them
+        fast = _hiredis_reader(connection)
+        if fast is None:  # not hiredis' parser, or not as redis-py 8.1 has it: redis-py reads
             return [await self._reply(connection, args[0], options) for args, options in commands]
         try:
-            return await self._replies(connection, reader, commands)
+            return await self._replies(*fast, commands)
         except OSError as exc:
             await connection.disconnect(nowait=True)
             raise RedisConnectionError(f"Error while reading from Redis: {exc.args}") from exc
@@ -232,7 +252,7 @@ class CommandBatcher:
             raise
 
     async def _replies(
-        self, connection: AbstractConnection, reader: hiredis.Reader, commands: _Commands
+        self, reader: hiredis.Reader, read_more: _ReadMore, commands: _Commands
     ) -> list[Any]:
         """The commands' replies straight from hiredis' reader, read from the socket while it
         holds no whole one; an error reply in its place, as redis-py's pipelines give it."""
@@ -242,7 +262,7 @@ class CommandBatcher:
             reply = reader.gets(decode)
             while reply is _NOT_ENOUGH_DATA or type(reply) is _PUSH:
                 if reply is _NOT_ENOUGH_DATA:
-                    await connection._parser.read_from_socket()  # type: ignore[attr-defined]
+                    await read_more()
                 reply = reader.gets(decode)  # (a RESP3 push is no reply: none is asked for here)
             if isinstance(reply, ResponseError):
                 replies.append(options.get(EMPTY_RESPONSE, reply))
@@ -285,7 +305,7 @@ class CommandBatcher:
     async def _bounded(self, round_trip: Awaitable[Any]) -> Any:
         """The round trip, failed as redis-py's timeout fails if it takes longer than
         `round_trip_timeout_s`. One at a time is in flight: a single timer watches them all
-        (`_watch`), not one armed and cancelled per round trip (`asyncio.timeout`: 8 us)."""
+        (`_watch`), not one armed and cancelled per round trip (as `asyncio.timeout` would)."""
         if self._round_trip_timeout_s is None:
             return await round_trip
         loop = asyncio.get_running_loop()
@@ -322,6 +342,19 @@ class CommandBatcher:
             task.cancel()
         else:
             self._watchdog = loop.call_at(deadline, self._watch)
+
+
+def _hiredis_reader(connection: AbstractConnection) -> tuple[hiredis.Reader, _ReadMore] | None:
+    """The connection's hiredis reader and the read that feeds it, as redis-py 8.1 keeps them
+    (private names); None when its parser is another or they are not there."""
+    if _NOT_ENOUGH_DATA is None:
+        return None
+    parser = getattr(connection, "_parser", None)
+    reader = getattr(parser, "_reader", None)  # reconnecting makes a new one
+    read_more = getattr(parser, "read_from_socket", None)
+    if not isinstance(reader, hiredis.Reader) or not callable(read_more):
+        return None
+    return reader, read_more
 
 
 def _first_error(group: list[Any]) -> Exception | None:

@@ -1,23 +1,53 @@
 """The batcher's own round trips on one held connection: the same replies as redis-py's, one
-connection whoever calls, and a dropped connection replaced."""
+connection whoever calls, and a dropped connection replaced. Every test runs on both of its
+reads: straight from hiredis (through redis-py's private parser names) and, as without those
+names, through redis-py's public `read_response`."""
 
 from __future__ import annotations
 
 import asyncio
 import contextlib
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterator
 from typing import Any
 
 import hiredis
 import pytest
+from redis._parsers import hiredis as parsers
 from redis.asyncio import Redis
 from redis.exceptions import ResponseError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
+from stores.redis import batch
 from stores.redis.batch import CommandBatcher
 from stores.redis.support import AnyPipeline, LuaScript
 from tests.redis.conftest import _connect, delete_prefix
+
+
+@pytest.fixture(autouse=True, params=["hiredis", "read_response"])
+def reads(request: pytest.FixtureRequest, monkeypatch: pytest.MonkeyPatch) -> Iterator[str]:
+    """The batcher's read: hiredis' reader as redis-py 8.1 keeps it, or the public path, taken
+    when redis-py's private `NOT_ENOUGH_DATA` is missing (looked up here with the name removed,
+    then put back: redis-py's own parser reads it too)."""
+    if request.param == "read_response":
+        with monkeypatch.context() as without:
+            without.delattr(parsers, "NOT_ENOUGH_DATA")
+            sentinel = batch.not_enough_data_sentinel()
+        assert sentinel is None
+        monkeypatch.setattr(batch, "_NOT_ENOUGH_DATA", sentinel)
+    seen: list[bool] = []
+    reader_of = batch._hiredis_reader
+
+    def recorded(connection: Any) -> Any:
+        fast = reader_of(connection)
+        seen.append(fast is not None)
+        return fast
+
+    monkeypatch.setattr(batch, "_hiredis_reader", recorded)
+    yield request.param
+    if seen:  # the test made round trips: each on the read it was given
+        assert set(seen) == {request.param == "hiredis"}
+
 
 _PAIR = LuaScript("return {KEYS[1], tonumber(ARGV[1]) + 1, false}")
 

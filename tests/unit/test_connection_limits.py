@@ -1,6 +1,7 @@
 """Connection limits on real sockets: slow headers are cut off, oversized headers get 400, and
 beyond A2A_MAX_CONNECTIONS the server answers 503 instead of piling connections up. With both
-HTTP parsers: httptools (served when installed, as it is in the image) and h11 (the fallback)."""
+HTTP parsers: httptools (served when installed, as it is in the image), with and without
+uvicorn's private request-task hook (app.http.connections' fallback), and h11 (the fallback)."""
 
 from __future__ import annotations
 
@@ -26,7 +27,7 @@ MAX_CONNECTIONS = 3
 KEEP_ALIVE_S = 1  # the default is 5: the idle-connection test waits for it
 
 
-@pytest.fixture(scope="module", params=["httptools", "h11"])
+@pytest.fixture(scope="module", params=["httptools", "httptools-public", "h11"])
 def port(request: pytest.FixtureRequest) -> Iterator[int]:
     settings = Settings(
         a2a_port=free_port(),
@@ -39,8 +40,14 @@ def port(request: pytest.FixtureRequest) -> Iterator[int]:
     with pytest.MonkeyPatch.context() as patch:
         if request.param == "h11":
             patch.setattr(connections, "HttpToolsProtocol", None)
+        if request.param == "httptools-public":
+            patch.setattr(connections, "_REQUEST_TASKS", False)
         config = server_config(create_app(settings), settings)
-    expected = {"httptools": "FastHeaderDeadlineProtocol", "h11": "HeaderDeadlineProtocol"}
+    expected = {
+        "httptools": "RequestTaskProtocol",
+        "httptools-public": "FastHeaderDeadlineProtocol",
+        "h11": "HeaderDeadlineProtocol",
+    }
     assert config.http.__name__ == expected[request.param]  # type: ignore[union-attr]
     with running(uvicorn.Server(config)):
         yield settings.a2a_port

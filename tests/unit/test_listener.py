@@ -18,9 +18,10 @@ from collections.abc import Awaitable, Callable, Iterator
 import pytest
 import uvloop
 
-from app.cli import DrainingServer, server_config
+from app.cli import server_config
 from app.http import listener
 from app.http.listener import BurstListener
+from app.http.server import DrainingServer
 from app.main import create_app
 from app.settings import Settings
 from tests.e2e.harness import free_port

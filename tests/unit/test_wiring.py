@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+import json
+from pathlib import Path
 from typing import Any
 
 import httpx
@@ -14,6 +16,8 @@ from app.main import create_app
 from app.settings import Settings
 
 from .scripted_llm import ScriptedLLM, text
+
+ROOT = Path(__file__).resolve().parents[2]
 
 
 def send(text_: str) -> dict[str, Any]:
@@ -91,3 +95,14 @@ def test_command_line_flags_override_the_environment(monkeypatch: pytest.MonkeyP
     assert cli.main([]) == 0
     assert cli.main(["--host", "127.0.0.3", "--port", "9002"]) == 0
     assert served == [("127.0.0.2", 9001), ("127.0.0.3", 9002)]
+
+
+async def test_the_served_openapi_document_is_the_one_in_the_repository() -> None:
+    app = create_app(Settings())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        served = await client.get("/openapi.json")
+    assert served.status_code == 200
+    committed = json.loads((ROOT / "openapi" / "openapi.json").read_text())
+    assert served.json() == committed
+    assert {"/", "/message:send", "/tasks"} <= set(served.json()["paths"])
