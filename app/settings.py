@@ -317,12 +317,14 @@ class Settings(BaseSettings):
     a2a_outbound_timeout_s: float = Field(
         DEFAULT_TIMEOUT_S,
         gt=0,
-        description="Timeout of each phase of an outgoing request (connect, read).",
+        description="Timeout of each phase (connect, read) of what the server fetches for itself:"
+        " the identity provider's JWKS.",
     )
     a2a_outbound_max_response_bytes: int = Field(
         DEFAULT_MAX_RESPONSE_BYTES,
         ge=1,
-        description="Largest response body an outgoing request accepts.",
+        description="Largest document the server fetches for itself (the identity provider's"
+        " JWKS) accepts.",
     )
     a2a_console: bool = Field(
         True, description="Serve the web console at `/console` (static, same origin, strict CSP)."

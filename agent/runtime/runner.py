@@ -116,6 +116,9 @@ class TaskRunner:
         self._gate = TurnGate(turn_slice_s)
         self._follower = follower
         self._turns = TurnExecutor(agent, self._publisher, self._observer, checkpoints=checkpoints)
+        # A state change made outside a running turn (a cancel, an answer) is written the one way
+        # a turn's are: see TurnPublisher.record_state.
+        self.record_state = self._publisher.record_state
         self._running: dict[tuple[str, str], tuple[asyncio.Task[None], Turn]] = {}
 
     @property
@@ -179,21 +182,6 @@ class TaskRunner:
     async def request_cancel(self, task_id: str, *, owner: str) -> None:
         """Ask the process whose lease the task is under to cancel it (it hears at once)."""
         await self._leases.request_cancel(task_id, owner=owner)
-
-    async def record_state(
-        self,
-        task: Task,
-        state: TaskState,
-        *,
-        owner: str,
-        text: str | None = None,
-        if_state: TaskState | None = None,
-        fence: Fence | None = None,
-    ) -> int:
-        """Record a state change made outside a running turn: see TurnPublisher.record_state."""
-        return await self._publisher.record_state(
-            task, state, owner=owner, text=text, if_state=if_state, fence=fence
-        )
 
     def launch_new(
         self,

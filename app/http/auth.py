@@ -242,7 +242,12 @@ def build_authenticator(
     if settings.a2a_jwt_jwks_url:
         assert settings.a2a_jwt_issuer and settings.a2a_jwt_audience  # check_configuration
         verifier = JwtVerifier(
-            JwksCache(settings.a2a_jwt_jwks_url, client=http_client),
+            JwksCache(
+                settings.a2a_jwt_jwks_url,
+                client=http_client,
+                timeout_s=settings.a2a_outbound_timeout_s,
+                max_bytes=settings.a2a_outbound_max_response_bytes,
+            ),
             issuer=settings.a2a_jwt_issuer,
             audience=settings.a2a_jwt_audience,
         )

@@ -69,14 +69,41 @@ def request_tasks_available() -> bool:
     return _REQUEST_TASKS
 
 
-class HeaderDeadlineProtocol(H11Protocol):
-    header_timeout_s: ClassVar[float] = 10.0
+class _HeaderDeadline:
+    """The timer that closes a connection whose request line and headers do not come in time.
+    Mixed into both protocols: each says when it is `_waiting_for_headers`."""
 
-    __slots__ = ("_header_timer",)  # not a key more in uvicorn's attribute dict
+    # Slots, not more keys in uvicorn's attribute dict: those grew it to its next size on every
+    # connection.
+    __slots__ = ("_header_timer",)
+    _header_timer: asyncio.TimerHandle | None
+    header_timeout_s: ClassVar[float] = 10.0
+    loop: asyncio.AbstractEventLoop
+    transport: asyncio.Transport
+
+    def _waiting_for_headers(self) -> bool:
+        raise NotImplementedError
+
+    def _arm(self) -> None:
+        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
+
+    def _disarm(self) -> None:
+        if self._header_timer is not None:
+            self._header_timer.cancel()
+            self._header_timer = None
+
+    def _headers_too_slow(self) -> None:
+        self._header_timer = None
+        if self._waiting_for_headers() and not self.transport.is_closing():
+            self.transport.close()
+
+
+class HeaderDeadlineProtocol(_HeaderDeadline, H11Protocol):
+    __slots__ = ()
 
     def __init__(self, *args: Any, **kwargs: Any) -> None:
         super().__init__(*args, **kwargs)
-        self._header_timer: asyncio.TimerHandle | None = None
+        self._header_timer = None
 
     def connection_made(self, transport: asyncio.Transport) -> None:  # type: ignore[override]
         super().connection_made(transport)
@@ -93,35 +120,22 @@ class HeaderDeadlineProtocol(H11Protocol):
         self._disarm()
         super().connection_lost(exc)
 
-    def _arm(self) -> None:
-        self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-    def _disarm(self) -> None:
-        if self._header_timer is not None:
-            self._header_timer.cancel()
-            self._header_timer = None
-
-    def _headers_too_slow(self) -> None:
-        self._header_timer = None
-        if self.conn.their_state is h11.IDLE and not self.transport.is_closing():
-            self.transport.close()
+    def _waiting_for_headers(self) -> bool:
+        return self.conn.their_state is h11.IDLE
 
 
 if HttpToolsProtocol is not None:
 
-    class FastHeaderDeadlineProtocol(HttpToolsProtocol):
+    class FastHeaderDeadlineProtocol(_HeaderDeadline, HttpToolsProtocol):
         """httptools with the header deadline and the header size cap (llhttp has no cap)."""
 
-        header_timeout_s: ClassVar[float] = 10.0
         max_header_bytes: ClassVar[int] = 16384
 
-        # Slots, not more keys in uvicorn's attribute dict: those grew it to its next size on
-        # every connection.
-        __slots__ = ("_awaiting_headers", "_header_bytes", "_header_timer")
+        __slots__ = ("_awaiting_headers", "_header_bytes")
 
         def __init__(self, *args: Any, **kwargs: Any) -> None:
             super().__init__(*args, **kwargs)
-            self._header_timer: asyncio.TimerHandle | None = None
+            self._header_timer = None
             self._awaiting_headers = True
             self._header_bytes = 0
 
@@ -159,18 +173,8 @@ if HttpToolsProtocol is not None:
             self._disarm()
             super().connection_lost(exc)
 
-        def _arm(self) -> None:
-            self._header_timer = self.loop.call_later(self.header_timeout_s, self._headers_too_slow)
-
-        def _disarm(self) -> None:
-            if self._header_timer is not None:
-                self._header_timer.cancel()
-                self._header_timer = None
-
-        def _headers_too_slow(self) -> None:
-            self._header_timer = None
-            if self._awaiting_headers and not self.transport.is_closing():
-                self.transport.close()
+        def _waiting_for_headers(self) -> bool:
+            return self._awaiting_headers
 
     class RequestTaskProtocol(FastHeaderDeadlineProtocol):
         """The header limits, each request's task started by app.http.request_task (its first

@@ -20,6 +20,7 @@ from typing import Any
 import httpx
 import jwt
 
+from agent.outbound import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
 from app.call_context import Principal
 from app.http.errors import AuthenticationError, AuthenticationUnavailableError
 
@@ -61,8 +62,8 @@ class JwksCache:
         url: str,
         *,
         client: httpx.AsyncClient | None = None,
-        timeout_s: float = 5.0,
-        max_bytes: int = 1_000_000,
+        timeout_s: float = DEFAULT_TIMEOUT_S,
+        max_bytes: int = DEFAULT_MAX_RESPONSE_BYTES,
         max_age_s: float = 3600.0,
         min_refresh_interval_s: float = 10.0,
         clock: Callable[[], float] = time.monotonic,

@@ -320,7 +320,7 @@ async def test_a_malformed_or_huge_jwks_is_unavailable(
     idp: IdentityProvider, clock: FakeClock, body: bytes
 ) -> None:
     idp.body_override = body
-    cache = JwksCache(idp.jwks_url, clock=clock)
+    cache = JwksCache(idp.jwks_url, clock=clock, max_bytes=1_000_000)
     try:
         with pytest.raises(AuthenticationUnavailableError):
             await JwtVerifier(cache, issuer=idp.issuer, audience=idp.audience).verify(idp.token())
@@ -389,3 +389,25 @@ async def test_with_only_jwts_configured_an_api_key_header_is_refused(
 ) -> None:
     with pytest.raises(AuthenticationError):
         await authenticator.authenticate(Headers({"X-API-Key": "anything"}))
+
+
+async def test_the_outbound_limits_bound_the_jwks_fetch(idp: IdentityProvider) -> None:
+    """A2A_OUTBOUND_MAX_RESPONSE_BYTES caps the JWKS the server fetches: a larger one cannot be
+    used (credentials cannot be checked), the same one under a larger cap verifies."""
+    settings = {
+        "a2a_jwt_jwks_url": idp.jwks_url,
+        "a2a_jwt_issuer": idp.issuer,
+        "a2a_jwt_audience": idp.audience,
+    }
+    small = build_authenticator(Settings(**settings, a2a_outbound_max_response_bytes=100))
+    headers = {"authorization": f"Bearer {idp.token()}"}
+    try:
+        with pytest.raises(AuthenticationUnavailableError):
+            await small.authenticate(headers)
+    finally:
+        await small.aclose()
+    large = build_authenticator(Settings(**settings, a2a_outbound_timeout_s=2.5))
+    try:
+        assert (await large.authenticate(headers)).id
+    finally:
+        await large.aclose()

@@ -13,7 +13,7 @@ from typing import Any
 import httpx
 import pytest
 
-from app.main import create_app, describe_stores
+from app.main import create_app
 from app.ops.logs import (
     JsonFormatter,
     TextFormatter,
@@ -21,6 +21,7 @@ from app.ops.logs import (
     lines_written_at_once,
     lines_written_per_loop_pass,
 )
+from app.services import describe_stores
 from app.settings import Settings
 
 from .scripted_llm import ScriptedLLM, text

@@ -16,7 +16,7 @@ from typing import Any
 import httpx
 import pytest
 
-import app.main
+import app.services
 from app.main import create_app
 from app.settings import Settings
 from stores.base import ANONYMOUS
@@ -49,7 +49,7 @@ def poisoned(stored: bytes) -> bytes:
 @pytest.fixture
 async def client(monkeypatch: pytest.MonkeyPatch) -> AsyncIterator[httpx.AsyncClient]:
     stores = InMemoryStores.create(ttl_s=3600)
-    monkeypatch.setattr(app.main, "build_stores", lambda settings: stores)
+    monkeypatch.setattr(app.services, "build_stores", lambda settings: stores)
     await stores.tasks.create(task("good", {"fine": [1, 2]}), owner=ANONYMOUS)
     await stores.tasks.create(task("poison", "poison"), owner=ANONYMOUS)
     stored = stores.tasks._tasks[(ANONYMOUS, "poison")]

@@ -5,7 +5,7 @@ from __future__ import annotations
 import pytest
 from pydantic import ValidationError
 
-from app.main import describe_stores
+from app.services import describe_stores
 from app.settings import Settings
 from stores.redis.cluster import ClusterAddress, is_cluster_url
 from stores.redis.factory import create_redis_stores

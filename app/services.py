@@ -1,0 +1,397 @@
+"""The object graph of one server, built from Settings in one place, and its lifespan.
+
+    Settings --build_services--> Services
+        stores (memory | Redis), toolbox (functions, MCP, remote agents), model client, hooks
+        engine: AgentLoop, Agent
+        runtime: TaskRunner, TurnSupervisor, JournalFollower, TaskLifecycle, push delivery, Drain
+        wire: RequestHandler, Operations (what the bindings call), Edge (who may call)
+
+Every collaborator is passed to the constructor of what uses it; `create_app` (app.main) only
+mounts the bindings on an app and enters `Services.serving()` as the app's lifespan.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import logging
+import os
+import socket
+import uuid
+from collections.abc import AsyncIterator, Callable
+from contextlib import asynccontextmanager
+from dataclasses import dataclass, field
+from functools import partial
+from typing import TYPE_CHECKING, Any
+from urllib.parse import urlsplit
+
+from agent.agent import Agent
+from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
+from agent.llm.base import LLMClient
+from agent.llm.demo import DemoModel
+from agent.llm.litellm import LiteLLMClient
+from agent.llm.scripted import SCRIPTED_MODEL_NAME, ScriptedModel
+from agent.loop import AgentLoop
+from agent.runtime.admission import Slots
+from agent.runtime.drain import Drain
+from agent.runtime.journal import JournalFollower
+from agent.runtime.push import PushDelivery
+from agent.runtime.runner import TaskRunner
+from agent.runtime.supervisor import TurnSupervisor
+from agent.runtime.tasks import TaskLifecycle
+from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
+from agent.tools.base import ToolProvider, UnavailableSource
+from agent.tools.builtin import BUILTIN_TOOLS
+from agent.tools.control import ASK_USER, FINISH
+from agent.tools.function import FunctionTool, load_tool_functions
+from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
+from agent.tools.toolbox import Toolbox
+from app.a2a.card import build_extended_card, card_base_url, package_version
+from app.a2a.limits import RequestLimits
+from app.a2a.operations import Operations
+from app.handler import RequestHandler
+from app.http.auth import Authenticator, build_authenticator, is_loopback_host
+from app.http.edge import Edge
+from app.ops.metrics import Metrics
+from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
+from app.push import build_push_delivery, push_policy
+from app.remote_agents import RemoteAgentProvider, parse_remote_agents
+from app.settings import Settings
+from stores.base import StoreSet
+from stores.memory import InMemoryStores
+from stores.rate_limit import RateLimit, RateLimiter
+
+if TYPE_CHECKING:  # the SDK loads only when metrics are exported (app.ops.telemetry)
+    from opentelemetry.sdk.metrics import MeterProvider
+
+logger = logging.getLogger(__name__)
+
+
+def build_llm(settings: Settings) -> LLMClient:
+    if settings.agent_profile == TCK_PROFILE:
+        return TckModel()
+    if settings.uses_demo_model:
+        return DemoModel()
+    if settings.llm_model == SCRIPTED_MODEL_NAME:
+        return ScriptedModel(chunks=settings.scripted_chunks, delay_ms=settings.scripted_delay_ms)
+    assert settings.llm_model is not None
+    return LiteLLMClient(
+        model=settings.llm_model,
+        api_base=settings.llm_api_base,
+        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
+        timeout_s=settings.llm_timeout_s,
+        num_retries=settings.llm_num_retries,
+    )
+
+
+def build_tool_providers(settings: Settings) -> list[ToolProvider]:
+    """The tool sources the settings configure (AGENT_MCP_SERVERS, AGENT_REMOTE_AGENTS)."""
+    mcp = _configured_sources(
+        "mcp",
+        "AGENT_MCP_SERVERS",
+        settings.agent_mcp_servers,
+        parse_mcp_servers,
+        lambda server: MCPToolProvider(server, call_timeout_s=settings.agent_tool_timeout_s),
+    )
+    remote = _configured_sources(
+        "remote_agents",
+        "AGENT_REMOTE_AGENTS",
+        settings.agent_remote_agents,
+        parse_remote_agents,
+        lambda agent: RemoteAgentProvider(
+            agent,
+            max_call_depth=settings.agent_max_call_depth,
+            timeout_s=settings.agent_tool_timeout_s,
+        ),
+    )
+    return mcp + remote
+
+
+def _configured_sources(
+    name: str,
+    variable: str,
+    value: str | None,
+    parse: Callable[[str], list[Any]],
+    provider: Callable[[Any], ToolProvider],
+) -> list[ToolProvider]:
+    """One provider per configured entry. A value that does not parse is one broken source
+    (logged, shown by /readyz): the server starts all the same."""
+    if not value:
+        return []
+    try:
+        entries = parse(value)
+    except ValueError as exc:
+        logger.error("%s | %s is not usable: %s", name, variable, exc)
+        return [UnavailableSource(name, str(exc))]
+    return [provider(entry) for entry in entries]
+
+
+def build_stores(settings: Settings) -> StoreSet:
+    if not settings.redis_url:
+        return InMemoryStores.create(
+            ttl_s=settings.task_ttl_s, max_tasks=settings.a2a_memory_max_tasks
+        )
+    # Imported here so the embedded default never loads the Redis client.
+    from stores.redis.factory import create_redis_stores
+
+    return create_redis_stores(
+        settings.redis_url,
+        prefix=settings.redis_key_prefix,
+        ttl_s=settings.task_ttl_s,
+        max_running_turns=settings.a2a_max_running_turns,
+        max_streams=settings.a2a_max_streams,
+        command_timeout_s=settings.redis_command_timeout_s,
+        cluster=settings.redis_cluster,
+    )
+
+
+def describe_stores(settings: Settings) -> str:
+    """The store backend for the startup log: `stores=<memory>`, or Redis with its address (the
+    scheme, host, port and database only: never the credentials)."""
+    if not settings.redis_url:
+        return "stores=<memory>"
+    url = urlsplit(settings.redis_url)
+    if settings.redis_cluster or url.scheme.endswith("+cluster"):
+        hosts = url.netloc.rpartition("@")[2]  # seed nodes, without the credentials
+        return f"stores=<redis-cluster>, url=<{url.scheme}://{hosts}>"
+    try:
+        where = f"{url.hostname or 'localhost'}:{url.port or 6379}"
+    except ValueError:  # an unreadable port: say so rather than echo the URL
+        where = "?"
+    return f"stores=<redis>, url=<{url.scheme}://{where}{url.path or '/0'}>"
+
+
+def build_rate_limiter(settings: Settings, stores: StoreSet) -> RateLimiter | None:
+    """A2A_RATE_LIMIT per principal, on the task stores' backend (Redis: one bucket across every
+    replica); None when unset."""
+    if not settings.a2a_rate_limit:
+        return None
+    return stores.rate_limiter(RateLimit.parse(settings.a2a_rate_limit))
+
+
+@dataclass(kw_only=True)
+class Services:
+    """One server's parts, wired: what `create_app` mounts and what its lifespan runs."""
+
+    settings: Settings
+    authenticator: Authenticator
+    toolbox: Toolbox
+    llm: LLMClient
+    stores: StoreSet
+    edge: Edge
+    metrics: Metrics
+    meter_provider: MeterProvider | None
+    runner: TaskRunner
+    supervisor: TurnSupervisor
+    push: PushDelivery
+    drain: Drain
+    handler: RequestHandler
+    operations: Operations
+    model_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    """Set once the model adapter has loaded (readiness; `a2a-server` then freezes its heap)."""
+
+    @asynccontextmanager
+    async def serving(self) -> AsyncIterator[None]:
+        """The app's lifespan: tool sources, tracing and the scheduler run inside it; on the way
+        out new work is refused, running turns are handed over and every client is closed."""
+        log_startup(self.settings, self.authenticator)
+        tracer_provider = start_tracing(self.settings, version=package_version())
+        warm_up = asyncio.create_task(_warm_up(self.llm, self.model_ready))
+        await self.toolbox.start()  # tool sources connect; one that cannot is logged, not fatal
+        try:
+            async with self.supervisor:  # on the way out: its jobs stop, turns hand over
+                try:
+                    yield
+                finally:
+                    self.drain.start()  # already started by a signal, unless something else
+                    warm_up.cancel()
+        finally:
+            await self.toolbox.aclose()
+            await self.push.aclose()
+            await self.stores.aclose()
+            await self.edge.aclose()
+            stop_tracing(tracer_provider)
+            stop_metrics(self.meter_provider)
+
+
+def build_services(
+    settings: Settings,
+    *,
+    tools: list[Callable[..., Any]] | None = None,
+    hooks: list[Hooks] | None = None,
+    llm: LLMClient | None = None,
+    tool_providers: list[ToolProvider] | None = None,
+) -> Services:
+    """Every part of the server from `settings`, plus what an embedding program adds (see
+    `create_app`). Refuses unsafe authentication settings (AuthConfigurationError)."""
+    authenticator = build_authenticator(settings)
+    toolbox = build_toolbox(settings, tools=tools or [], providers=tool_providers or [])
+    if settings.agent_profile == TCK_PROFILE:
+        hooks = [TckHooks(), *(hooks or [])]
+    meter_provider = start_metrics(settings, version=package_version())
+    metrics = Metrics(
+        tools=[tool.name for tool in toolbox.tools] + [ASK_USER, FINISH],
+        meter=meter_provider.get_meter("a2a-agent-server") if meter_provider else None,
+    )
+    stores = build_stores(settings)
+    tasks, messages = stores.tasks, stores.messages
+    edge = Edge(
+        authenticator,
+        rate_limiter=build_rate_limiter(settings, stores),
+        base_url=partial(card_base_url, settings),
+    )
+    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
+    if settings.agent_tools_requiring_approval:
+        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
+    hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
+    llm_client = llm or build_llm(settings)
+    loop = AgentLoop(
+        llm_client,
+        toolbox,
+        system_prompt=settings.agent_system_prompt,
+        max_iterations=settings.agent_max_iterations,
+        hooks=hook_chain,
+        tool_failure_mode=settings.agent_tool_failure_mode,
+        max_consecutive_tool_errors=settings.agent_max_consecutive_tool_errors,
+        ask_user_tool=settings.agent_ask_user_tool,
+        finish_tool=settings.agent_finish_tool,
+        max_messages=settings.agent_history_max_messages,
+    )
+    agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
+    # Per-principal shares need principals: without authentication every caller is the one
+    # anonymous owner, and the replica-wide limits are the ones that apply.
+    per_principal = authenticator.required
+    pushes = stores.pushes if settings.a2a_push_notifications else None
+    push = build_push_delivery(settings, tasks=tasks, pushes=stores.pushes)
+    follower = push if pushes is not None else None  # delivery follows each turn and cancel
+    runner = TaskRunner(
+        agent,
+        tasks=tasks,
+        messages=messages,
+        checkpoints=stores.checkpoints,
+        leases=stores.leases,
+        holder=f"{socket.gethostname()}-{os.getpid()}-{uuid.uuid4().hex[:8]}",
+        lease_ttl_s=settings.lease_ttl_s,
+        max_running_turns=settings.a2a_max_running_turns,
+        max_turns_per_owner=settings.a2a_max_turns_per_principal if per_principal else None,
+        turn_slice_s=settings.a2a_turn_slice_ms / 1000,
+        observer=metrics,
+        follower=follower,
+    )
+    drain = Drain()
+    journal = JournalFollower(
+        tasks,
+        read_block_s=settings.a2a_stream_keepalive_s,  # a read that waits this long pings
+        drain=drain,
+        local=runner,
+    )
+    lifecycle = TaskLifecycle(
+        tasks=tasks,
+        messages=messages,
+        runner=runner,
+        journal=journal,
+        pushes=pushes,
+        follower=follower,
+    )
+    handler = RequestHandler(
+        tasks=tasks,
+        lifecycle=lifecycle,
+        journal=journal,
+        streams=Slots(
+            settings.a2a_max_streams,
+            what="open streams and blocking sends",
+            per_key=settings.a2a_max_streams_per_principal if per_principal else None,
+        ),
+        drain=drain,
+        reply_directly=hook_chain.reply_directly,
+    )
+    operations = Operations(
+        handler,
+        limits=RequestLimits.from_settings(settings),
+        extended_card=lambda url, with_v03: build_extended_card(
+            settings, toolbox.specs, url, with_v03
+        ),
+        pushes=pushes,
+        push_policy=push_policy(settings),
+        on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
+    )
+    return Services(
+        settings=settings,
+        authenticator=authenticator,
+        toolbox=toolbox,
+        llm=llm_client,
+        stores=stores,
+        edge=edge,
+        metrics=metrics,
+        meter_provider=meter_provider,
+        runner=runner,
+        supervisor=TurnSupervisor(
+            runner, tasks=tasks, checkpoints=stores.checkpoints, leases=stores.leases
+        ),
+        push=push,
+        drain=drain,
+        handler=handler,
+        operations=operations,
+    )
+
+
+def build_toolbox(
+    settings: Settings, *, tools: list[Callable[..., Any]], providers: list[ToolProvider]
+) -> Toolbox:
+    """The configured tools (AGENT_TOOLS, the demo's and the TCK profile's) and sources, then
+    what an embedding program adds."""
+    function_tools = load_tool_functions(settings.agent_tools) + [
+        FunctionTool(function) for function in tools
+    ]
+    if settings.uses_demo_model:
+        function_tools = [FunctionTool(function) for function in BUILTIN_TOOLS] + function_tools
+    if settings.agent_profile == TCK_PROFILE:
+        function_tools = [FunctionTool(function) for function in TCK_TOOLS] + function_tools
+    return Toolbox(
+        function_tools,
+        providers=[*build_tool_providers(settings), *providers],
+        concurrency=settings.agent_tool_concurrency,
+        timeout_s=settings.agent_tool_timeout_s,
+    )
+
+
+def log_startup(settings: Settings, authenticator: Authenticator) -> None:
+    """What this server serves, said once at startup: the model, who may call, the stores."""
+    if settings.uses_demo_model:
+        logger.warning(
+            "model=<demo> | serving the built-in OFFLINE DEMO model;"
+            " set LLM_MODEL to use a real one"
+        )
+    elif settings.agent_profile == TCK_PROFILE:
+        logger.warning("model=<tck> | serving the conformance (TCK) profile")
+    elif settings.llm_model == SCRIPTED_MODEL_NAME:
+        logger.warning(
+            "model=<scripted>, chunks=<%d> | serving the fixed load-test answer",
+            settings.scripted_chunks,
+        )
+    else:
+        logger.info("model=<%s> | using LiteLLM", settings.llm_model)
+    if authenticator.required:
+        logger.info("%s", authenticator.describe())
+    elif settings.a2a_auth == "none":
+        logger.warning(
+            "%s | A2A_AUTH=none: every client is served without authentication",
+            authenticator.describe(),
+        )
+    elif is_loopback_host(settings.a2a_host):
+        logger.warning(
+            "%s | no authentication is configured: serving the loopback address %s only;"
+            " set A2A_API_KEYS or A2A_JWT_JWKS_URL before serving a network",
+            authenticator.describe(),
+            settings.a2a_host,
+        )
+    logger.info("%s | task stores", describe_stores(settings))
+
+
+async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
+    """Load the model adapter (LiteLLM's slow import) off the request path."""
+    try:
+        await llm.warm_up()
+    except Exception:
+        logger.exception("model adapter failed to load")
+        return
+    ready.set()
