@@ -1,4 +1,4 @@
-"""Random ids: version 4 UUIDs as text, what `str(uuid.uuid4())` makes, ~4x cheaper.
+"""Random ids: version 4 UUIDs as text, what `str(uuid.uuid4())` makes, for less.
 
 The random bytes come from the OS 4 KiB at a time: one system call per 256 ids, not one per id
 (a turn draws several: its task, context, messages, artifact). Each thread has a stream of its

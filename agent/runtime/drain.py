@@ -71,7 +71,7 @@ class Drain:
         cancelled and DRAINED returned).
 
         `work` runs in the caller's own task, which the drain cancels: no task of its own per
-        wait, since every idle stream waits here (a task and its wait were 2 KiB a stream).
+        wait, since every idle stream waits here (a task per wait was memory on every stream).
         """
         if self._started:
             work.close()

@@ -5,8 +5,7 @@ The event loop runs, in one pass, every callback that was ready when the pass be
 the sockets. A turn whose model streams without waiting (a local model, a cached answer, the
 scripted one) runs start to end in one step, so on a saturated replica a pass holds many whole
 turns, and a request that arrives meanwhile waits in its socket for all of them before it is
-even read: at 32 streams on one core, passes of ~10 ms (p99 ~35 ms), and a stream's first event
-waited ~1.5 passes.
+even read.
 
 With a slice, turns share a budget of `slice_s` of loop time per pass (counted from the pass's
 first turn step). A turn about to start once the budget is spent waits, first come first served,
@@ -16,12 +15,8 @@ stream's first event, a refusal) before the queued turns go on. A turn that wait
 (every remote one) seldom meets the gate: its steps are short, and its waits let the loop poll.
 
 A blocking send's turn never waits here: its client waits for the turn's end, so holding it
-back only lengthens that wait. Measured with bench/ at 32 concurrent streams (bench/RESULTS.md):
-with 1 ms a stream's first event came 2.1-2.8x sooner at p50 and p99, for 2% to 30% fewer
-events/s, depending on the machine's phase (turns run further from their requests, in more
-passes). Once a request's first step ran inside its read (app.http.request_task), 2 ms (the default)
-gave ~8% more events/s than 1 ms, for a first event at p50 ~4 ms instead of ~2.3 (no gate:
-~7-8 ms).
+back only lengthens that wait. The slice trades a stream's first event against events per second;
+what each slice bought at 32 streams is in bench/RESULTS.md ("The turn gate", "Run P").
 """
 
 from __future__ import annotations

@@ -1,12 +1,10 @@
 """Accepting new connections in bursts, not one per pass of the event loop.
 
 libuv (uvloop's core, since 1.45) accepts one connection each time the listening socket polls
-readable, and polls once per pass of the loop. Under load a pass runs every callback queued
-(~6-10 ms at 64 busy connections in the bench), so when a client opens many connections at once,
-the last one waits a pass per connection before the server reads its first request: at 64
-connections the last first request was answered after ~400 ms while the others took ~40 ms, and
-those first requests made the SendMessage c=64 p99 (190-320 ms in some runs, 50-70 ms in others,
-depending on how busy the loop was when they came).
+readable, and polls once per pass of the loop. Under load a pass runs every callback queued,
+so when a client opens many connections at once, the last one waits a pass per connection before
+the server reads its first request, and those first requests made the SendMessage tail at high
+concurrency (bench/RESULTS.md has the figures).
 
 `BurstListener` takes the listening socket over from uvloop's server and accepts every pending
 connection (up to the backlog) each time it polls readable, as asyncio's own loop does; each one
