@@ -41,6 +41,7 @@ from stores.models import (
 )
 
 SUPPORTED_INPUT_MODES = ("text/plain", "application/json")
+"""The media types a message part may carry (the card's `defaultInputModes`); others: -32005."""
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)

@@ -25,6 +25,7 @@ import httpx
 
 from agent.context import TurnContext
 from agent.tools.base import ToolError, ToolNeedsInput, ToolProvider, ToolSpec, report_progress
+from agent.tools.toolbox import TOOL_TIMEOUT_S
 from agent.tracing import carrier_of
 from app.client.a2a_client import (
     END_STATES,
@@ -79,7 +80,7 @@ class RemoteAgentProvider(ToolProvider):
         *,
         client: httpx.AsyncClient | None = None,
         max_call_depth: int = 3,
-        timeout_s: float = 300.0,
+        timeout_s: float = TOOL_TIMEOUT_S,
     ) -> None:
         super().__init__()
         self.name = "remote"

@@ -1,8 +1,6 @@
-"""Settings: the only place the environment is read. Each field is the env var of the same name.
-
-The fields are the README's configuration table, in its order (`configuration_table` renders it,
-and a test keeps the two equal); how a value is parsed and checked is its type (settings_fields).
-"""
+"""Settings: the only place the environment is read. Each field is the env var of the same name,
+and a row of the README's configuration table, in its order (a test keeps the two equal); how a
+value is parsed and checked is its type (settings_fields)."""
 
 from __future__ import annotations
 
@@ -13,6 +11,9 @@ from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.errors import HookFailureMode, ToolFailureMode
 from agent.outbound import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
+from agent.runtime.admission import MAX_RUNNING_TURNS
+from agent.runtime.turn_gate import TURN_SLICE_S
+from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
 from app.settings_fields import (
     CommaList,
     ExtendedCard,
@@ -26,7 +27,6 @@ from stores.base import DEFAULT_TASK_TTL_S
 
 class Settings(BaseSettings):
     model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
-
     # --- the server and its card
     a2a_host: str = Field("127.0.0.1", description="Address the server binds to.")
     a2a_port: int = Field(8000, ge=0, le=65535, description="Port the server listens on.")
@@ -50,7 +50,6 @@ class Settings(BaseSettings):
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
         " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
     )
-
     # --- the agent: prompt, tools, hooks
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
@@ -82,9 +81,13 @@ class Settings(BaseSettings):
         3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
     )
     agent_tool_concurrency: int = Field(
-        5, ge=1, description="Tool calls of one model response run at most this many at a time."
+        TOOL_CONCURRENCY,
+        ge=1,
+        description="Tool calls of one model response run at most this many at a time.",
     )
-    agent_tool_timeout_s: float = Field(30.0, gt=0, description="Timeout of one tool call.")
+    agent_tool_timeout_s: float = Field(
+        TOOL_TIMEOUT_S, gt=0, description="Timeout of one tool call."
+    )
     agent_tool_failure_mode: ToolFailureMode = Field(
         "continue", description="On a tool error: let the model see it and go on, or fail the turn."
     )
@@ -111,7 +114,6 @@ class Settings(BaseSettings):
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
-
     # --- the model
     llm_model: str | None = Field(
         None,
@@ -136,7 +138,6 @@ class Settings(BaseSettings):
     llm_num_retries: int = Field(
         2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
     )
-
     # --- stores
     redis_url: RedisUrl = Field(
         None,
@@ -157,15 +158,14 @@ class Settings(BaseSettings):
     task_ttl_s: int = Field(
         DEFAULT_TASK_TTL_S, gt=0, description="Idle time after which a task expires."
     )
-
     # --- capacity: what one replica runs and accepts
     a2a_max_running_turns: int = Field(
-        256,
+        MAX_RUNNING_TURNS,
         ge=1,
         description="Turns running at once on this replica; more sends are refused (503, retry).",
     )
     a2a_turn_slice_ms: float = Field(
-        2.0,
+        TURN_SLICE_S * 1000,
         ge=0,
         description="Loop time turns may use in one event-loop pass; beyond it they wait for a"
         " later pass and new requests are read first (a blocking send's turn never waits;"
@@ -212,7 +212,6 @@ class Settings(BaseSettings):
         ge=1,
         description="Turns of one principal running at once on this replica (503 beyond).",
     )
-
     # --- connections and shutdown
     a2a_shutdown_grace_s: float = Field(
         20.0,
@@ -265,7 +264,6 @@ class Settings(BaseSettings):
         gt=0,
         description="A Redis command without an answer after this long fails (store unavailable).",
     )
-
     # --- callers: authentication, rate, hosts, origins
     a2a_auth: Literal["auto", "none"] = Field(
         "auto",
@@ -307,7 +305,6 @@ class Settings(BaseSettings):
         description="Comma-separated browser origins allowed to call the server (CORS); unset ="
         " none.",
     )
-
     # --- outgoing requests and push notifications
     a2a_outbound_allow: OutboundAllowList = Field(
         default_factory=list,
@@ -346,7 +343,6 @@ class Settings(BaseSettings):
     a2a_push_timeout_s: float = Field(
         10.0, gt=0, description="Timeout of each phase of one webhook request (connect, read)."
     )
-
     # --- logs and telemetry
     log_level: str = Field("info", description="Log level (debug, info, warning, error).")
     log_format: Literal["text", "json"] = Field(
@@ -366,8 +362,7 @@ class Settings(BaseSettings):
 
     @property
     def public_url(self) -> str | None:
-        """A2A_PUBLIC_URL without a trailing slash (clients append REST paths to it:
-        `<url>/message:send`); None when unset (the card then names each request's URL)."""
+        """A2A_PUBLIC_URL without a trailing slash (clients append `/message:send` to it)."""
         return self.a2a_public_url.rstrip("/") if self.a2a_public_url else None
 
     @property
@@ -393,9 +388,6 @@ def configuration_table() -> str:
     rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
     for name, field in Settings.model_fields.items():
         default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
-        if default is None or default == []:
-            shown = "(unset)"
-        else:
-            shown = f"`{default}`"
+        shown = "(unset)" if default is None or default == [] else f"`{default}`"
         rows.append(f"| `{name.upper()}` | {shown} | {field.description} |")
     return "\n".join(rows)

@@ -24,6 +24,9 @@ from pydantic import (
 )
 from pydantic.alias_generators import to_camel
 
+Generation = Literal["1.0", "0.3"]
+"""An A2A protocol generation this server speaks (1.x minors are served as 1.0)."""
+
 
 class Record(BaseModel):
     """Base for every record: camelCase aliases, snake_case accepted, unknown fields ignored."""
@@ -206,7 +209,7 @@ class PushConfig(Record):
     url: str
     token: str | None = None
     authentication: PushAuthentication | None = None
-    generation: str = "1.0"
+    generation: Generation = "1.0"
     """The protocol generation of the client that created it: what its webhook is sent."""
 
 

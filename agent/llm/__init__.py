@@ -1,0 +1,1 @@
+"""Model clients behind one interface (LLMClient): LiteLLM, the offline demo, the scripted one."""

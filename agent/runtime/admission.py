@@ -9,6 +9,9 @@ from __future__ import annotations
 from collections.abc import Iterator
 from contextlib import contextmanager
 
+MAX_RUNNING_TURNS = 256
+"""Turns one replica runs at once unless configured (A2A_MAX_RUNNING_TURNS)."""
+
 
 class Overloaded(Exception):
     """This replica is at one of its limits; the request may be retried after `retry_after_s`."""

@@ -34,12 +34,12 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from agent.agent import Agent
-from agent.runtime.admission import Slots
+from agent.runtime.admission import MAX_RUNNING_TURNS, Slots
 from agent.runtime.errors import LeaseTaken
 from agent.runtime.observer import TurnObserver
 from agent.runtime.publisher import TurnPublisher
 from agent.runtime.turn import Turn, TurnCheckpoint
-from agent.runtime.turn_gate import TurnGate
+from agent.runtime.turn_gate import TURN_SLICE_S, TurnGate
 from agent.runtime.turn_run import CANCELED, TurnExecutor, let_waiters_go
 from agent.state import LoopState
 from agent.tools.client import ClientTool
@@ -91,9 +91,9 @@ class TaskRunner:
         leases: LeaseStore,
         holder: str,
         lease_ttl_s: float,
-        max_running_turns: int = 64,
+        max_running_turns: int = MAX_RUNNING_TURNS,
         max_turns_per_owner: int | None = None,
-        turn_slice_s: float = 0.0,
+        turn_slice_s: float = TURN_SLICE_S,
         observer: TurnObserver | None = None,
         follower: TaskFollower | None = None,
     ) -> None:

@@ -27,6 +27,8 @@ from collections import deque
 
 # A turn already under way yields only after this many slices in one pass: splitting a turn's
 # events across passes costs a write per pass on its stream.
+TURN_SLICE_S = 0.002
+"""Loop time per pass the turns share unless configured (A2A_TURN_SLICE_MS)."""
 RUNNING_TURN_SLICES = 4
 
 

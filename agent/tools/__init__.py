@@ -1,0 +1,1 @@
+"""Tools: the provider interface, function tools, the Toolbox, MCP and client-run tools."""

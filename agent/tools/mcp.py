@@ -28,6 +28,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.tools.base import ToolError, ToolProvider, ToolSpec
 from agent.tools.outputs import DataResult
+from agent.tools.toolbox import TOOL_TIMEOUT_S
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
@@ -113,7 +114,7 @@ class MCPToolProvider(ToolProvider):
         self,
         config: MCPServerConfig,
         *,
-        call_timeout_s: float = 30.0,
+        call_timeout_s: float = TOOL_TIMEOUT_S,
         connect_timeout_s: float = 10.0,
     ) -> None:
         super().__init__()

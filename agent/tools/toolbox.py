@@ -20,6 +20,11 @@ from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
 
+TOOL_CONCURRENCY = 5
+"""Tool calls of one model response run at once unless configured (AGENT_TOOL_CONCURRENCY)."""
+TOOL_TIMEOUT_S = 30.0
+"""Timeout of one tool call unless configured (AGENT_TOOL_TIMEOUT_S)."""
+
 
 class Toolbox:
     """The tools a turn may call, from every provider, and how their calls are run."""
@@ -29,8 +34,8 @@ class Toolbox:
         tools: Iterable[FunctionTool] = (),
         *,
         providers: Iterable[ToolProvider] = (),
-        concurrency: int = 5,
-        timeout_s: float = 30.0,
+        concurrency: int = TOOL_CONCURRENCY,
+        timeout_s: float = TOOL_TIMEOUT_S,
     ) -> None:
         self._local = FunctionToolProvider(tools)
         self.providers: list[ToolProvider] = [self._local, *providers]

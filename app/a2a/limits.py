@@ -19,9 +19,6 @@ if TYPE_CHECKING:
     from app.settings import Settings
 
 
-"""The media types a message part may carry (the card's `defaultInputModes`); others: -32005."""
-
-
 @dataclass(frozen=True, kw_only=True, slots=True)
 class RequestLimits:
     max_parts: int = 100

@@ -6,14 +6,20 @@ here, once: the JSON-RPC method table, the REST routes and the agent card all as
 
 from __future__ import annotations
 
-from typing import Literal
-
 from starlette.requests import Request
 
 from app.errors import VersionNotSupportedError
+from stores.models import Generation
 
-Generation = Literal["1.0", "0.3"]
-"""A protocol generation this server speaks; 1.x minors are served as 1.0."""
+__all__ = [
+    "SERVED_VERSIONS",
+    "Generation",
+    "check_version",
+    "generation_of",
+    "requested_generation",
+    "requested_version",
+]
+
 
 SERVED_VERSIONS: tuple[Generation, ...] = ("1.0", "0.3")
 

@@ -1,0 +1,1 @@
+"""Operations: metrics (Prometheus, OTLP), structured logs, trace and metric export."""

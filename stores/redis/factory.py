@@ -135,8 +135,8 @@ def create_redis_stores(
     prefix: str = "a2a",
     ttl_s: int = DEFAULT_TASK_TTL_S,
     journal_max: int = 10_000,
-    max_running_turns: int = 64,
-    max_streams: int = 1000,
+    max_running_turns: int,
+    max_streams: int,
     command_timeout_s: float = 1.5,
     cluster: bool = False,
 ) -> RedisStores:

@@ -263,7 +263,12 @@ async def test_a_frozen_redis_fails_within_one_command_timeout(
 
     monkeypatch.setattr(Connection, "send_packed_command", counted)
     stores = create_redis_stores(
-        own_redis.url, prefix="a2a-test-frozen", ttl_s=TTL_S, command_timeout_s=timeout_s
+        own_redis.url,
+        prefix="a2a-test-frozen",
+        ttl_s=TTL_S,
+        command_timeout_s=timeout_s,
+        max_running_turns=64,
+        max_streams=1000,
     )
     try:
         await stores.tasks.create(new_task("t"), owner=OWNER)

@@ -157,7 +157,13 @@ async def test_an_unreachable_redis_raises_store_unavailable(dead_port: int) -> 
 
 
 async def test_the_factory_reports_an_unreachable_redis(dead_port: int) -> None:
-    stores = create_redis_stores(f"redis://127.0.0.1:{dead_port}/0", prefix="a2a-test", ttl_s=60)
+    stores = create_redis_stores(
+        f"redis://127.0.0.1:{dead_port}/0",
+        prefix="a2a-test",
+        ttl_s=60,
+        max_running_turns=64,
+        max_streams=1000,
+    )
     started = time.monotonic()
     try:
         with pytest.raises(StoreUnavailable):
@@ -173,7 +179,9 @@ async def test_the_factory_reports_an_unreachable_redis(dead_port: int) -> None:
 
 
 async def test_the_factory_builds_working_stores(prefix: str, client: Redis) -> None:
-    stores = create_redis_stores(REDIS_URL, prefix=prefix, ttl_s=TTL_S)
+    stores = create_redis_stores(
+        REDIS_URL, prefix=prefix, ttl_s=TTL_S, max_running_turns=64, max_streams=1000
+    )
     try:
         await stores.ping()
         task = Task(id="t", context_id="c", status=TaskStatus(state=TaskState.SUBMITTED))
@@ -188,9 +196,19 @@ async def test_the_factory_builds_working_stores(prefix: str, client: Redis) -> 
 
 async def test_the_factory_accepts_redis_and_rediss_only() -> None:
     for url in ("redis://127.0.0.1:6379/0", "rediss://127.0.0.1:6380/0"):
-        stores = create_redis_stores(url, prefix="a2a", ttl_s=60)  # connects on first use
+        stores = create_redis_stores(
+            url, prefix="a2a", ttl_s=60, max_running_turns=64, max_streams=1000
+        )  # connects on first use
         await stores.aclose()
     with pytest.raises(ValueError, match="redis://"):
-        create_redis_stores("http://127.0.0.1:6379", prefix="a2a", ttl_s=60)
+        create_redis_stores(
+            "http://127.0.0.1:6379", prefix="a2a", ttl_s=60, max_running_turns=64, max_streams=1000
+        )
     with pytest.raises(ValueError, match="prefix"):
-        create_redis_stores("redis://127.0.0.1:6379", prefix="a{b}", ttl_s=60)
+        create_redis_stores(
+            "redis://127.0.0.1:6379",
+            prefix="a{b}",
+            ttl_s=60,
+            max_running_turns=64,
+            max_streams=1000,
+        )

@@ -29,7 +29,7 @@ def test_seed_nodes_credentials_and_tls() -> None:
 )
 def test_a_cluster_url_that_cannot_work_is_refused(url: str, says: str) -> None:
     with pytest.raises(ValueError, match=says):
-        create_redis_stores(url)
+        create_redis_stores(url, max_running_turns=64, max_streams=1000)
 
 
 def test_the_settings_take_cluster_schemes_and_refuse_others() -> None:
