@@ -1,7 +1,8 @@
 """Run first by the `a2a-server` of tests/e2e/test_public_paths.py (this folder leads its
 PYTHONPATH): the private names of other libraries that the server's fast paths use are removed
 before the server is imported, as a later Python or uvicorn would lack them. WITHOUT_PRIVATE_NAMES
-says which: "asyncio" (its running-task hooks), "uvicorn" (its request-task hook and `servers`)."""
+says which: "asyncio" (its running-task hooks), "uvicorn" (its request-task hook and `servers`),
+"redis" (redis-py's parser sentinel, as the batcher finds it missing: bench/fallback_paths.py)."""
 
 from __future__ import annotations
 
@@ -42,3 +43,8 @@ async def _renamed_shutdown(self: Any, sockets: Any = None) -> None:
 if "uvicorn" in WITHOUT:  # its listening servers (app.http.server) kept under another name
     uvicorn.Server.startup = _renamed_startup  # type: ignore[method-assign]
     uvicorn.Server.shutdown = _renamed_shutdown  # type: ignore[method-assign]
+
+if "redis" in WITHOUT:  # the batcher reads every reply through redis-py's public read_response
+    import stores.redis.batch
+
+    stores.redis.batch._NOT_ENOUGH_DATA = None
