@@ -20,12 +20,8 @@ from tests.e2e.harness import RpcClient, ServerProcess
 def server(request, fake_llm):
     env = dict(getattr(request.module, "SERVER_ENV", {}) or {})
     wait_ready = getattr(request.module, "WAIT_READY", True)
-    proc = ServerProcess(fake_llm.base_url, env=env, wait_ready=wait_ready)
-    proc.start()
-    try:
+    with ServerProcess(fake_llm.base_url, env=env, wait_ready=wait_ready).running() as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture(scope="module")

@@ -253,6 +253,15 @@ class ServerProcess:
             if f is not None and not f.closed:
                 f.close()
 
+    @contextlib.contextmanager
+    def running(self) -> Iterator[ServerProcess]:
+        """Started, then cleaned up however the block ends (a module's server fixture)."""
+        self.start()
+        try:
+            yield self
+        finally:
+            self.cleanup()
+
     def cleanup(self) -> None:
         self.stop()
         self._logdir.cleanup()

@@ -39,12 +39,8 @@ _VARYING = {"id", "taskId", "contextId", "messageId", "artifactId", "timestamp"}
 def public_server(request: pytest.FixtureRequest, fake_llm: Any) -> Iterator[ServerProcess]:
     path = os.pathsep.join([str(WITHOUT), str(ROOT), *filter(None, [os.environ.get("PYTHONPATH")])])
     env = {"PYTHONPATH": path, "WITHOUT_PRIVATE_NAMES": request.param}
-    proc = ServerProcess(fake_llm.base_url, env=env)
-    proc.start()
-    try:
+    with ServerProcess(fake_llm.base_url, env=env).running() as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture(scope="module")

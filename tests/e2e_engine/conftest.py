@@ -33,12 +33,8 @@ BASE_ENV = {
 @pytest.fixture(scope="module")
 def server(request, fake_llm):
     env = {**BASE_ENV, **(getattr(request.module, "SERVER_ENV", {}) or {})}
-    proc = ServerProcess(fake_llm.base_url, env=env)
-    proc.start()
-    try:
+    with ServerProcess(fake_llm.base_url, env=env).running() as proc:
         yield proc
-    finally:
-        proc.cleanup()
 
 
 @pytest.fixture(scope="module")
