@@ -54,25 +54,6 @@ def test_json_lines_carry_the_key_value_fields_and_uvicorn_goes_through_them() -
 
 
 @pytest.mark.usefixtures("restored_logging")
-def test_without_loggings_private_srcfile_the_lines_are_the_same(
-    monkeypatch: pytest.MonkeyPatch,
-) -> None:
-    """`logging._srcfile` (private, though the logging HOWTO documents it) is set only where the
-    Python has it. (Put back before logging: Python 3.11's own `Logger._log` reads it.)"""
-    for switch in ("logProcesses", "logThreads", "logMultiprocessing"):
-        monkeypatch.setattr(logging, switch, getattr(logging, switch))  # restored after
-    monkeypatch.setattr(logging, "_srcfile", logging._srcfile)
-    out = io.StringIO()
-    with monkeypatch.context() as without:
-        without.delattr(logging, "_srcfile")
-        configure_logging(Settings(log_format="json"), stream=out)
-        assert not hasattr(logging, "_srcfile")  # not made up
-    logging.getLogger("app.test").warning("task_id=<%s> | logged", "t1")
-    (line,) = (json.loads(each) for each in out.getvalue().splitlines())
-    assert line["message"] == "task_id=<t1> | logged" and line["task_id"] == "t1"
-
-
-@pytest.mark.usefixtures("restored_logging")
 def test_litellm_is_quiet_unless_debug() -> None:
     out = io.StringIO()
     configure_logging(Settings(), stream=out)
