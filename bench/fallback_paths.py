@@ -20,6 +20,7 @@ import statistics
 import sys
 from pathlib import Path
 
+import loadgen
 import side_by_side as bench
 
 ROOT = Path(__file__).resolve().parents[1]
@@ -42,7 +43,7 @@ def main() -> None:
     scenarios = bench.load_scenarios(args.seconds)
     picked = [scenarios[1], scenarios[2], scenarios[4]]  # SendMessage c=16, c=64; streams c=32
     figures: dict[str, list[dict[str, float]]] = {}
-    with bench.private_redis() as redis_url:
+    with loadgen.private_redis() as redis_url:
         on_redis = {"REDIS_URL": redis_url, "LEASE_TTL_S": "600"}
         targets = {
             "memory, fast": {},

@@ -9,6 +9,7 @@ Both speak raw A2A 1.0 JSON-RPC at `/`, which our server and the official SDK's 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import json
 import re
 import socket
@@ -16,6 +17,7 @@ import subprocess
 import tempfile
 import time
 import uuid
+from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -280,3 +282,25 @@ async def hold_idle_streams(
     opened.set()
     await asyncio.gather(*holders)
     return failures
+
+
+@contextlib.contextmanager
+def private_redis() -> Iterator[str]:
+    """A redis-server of its own on a free loopback port, keeping nothing on disk."""
+    port = free_port()
+    with tempfile.TemporaryDirectory() as folder:
+        proc = subprocess.Popen(
+            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
+             "--appendonly", "no", "--dir", folder],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )  # fmt: skip
+        try:
+            for _ in range(100):
+                if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
+                                  text=True).stdout.strip() == "PONG":  # fmt: skip
+                    break
+                time.sleep(0.05)
+            yield f"redis://127.0.0.1:{port}/0"
+        finally:
+            proc.terminate()
+            proc.wait(timeout=10)

@@ -28,7 +28,8 @@ sys.path.insert(0, str(ROOT))
 sys.path.insert(0, str(ROOT / "bench"))
 
 import loadgen  # noqa: E402
-from side_by_side import private_redis, server  # noqa: E402
+from loadgen import private_redis  # noqa: E402
+from side_by_side import server  # noqa: E402
 
 from tests.redis_cluster import LocalRedisCluster  # noqa: E402
 

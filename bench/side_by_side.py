@@ -234,27 +234,6 @@ def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
     return {name: statistics.median(run[name] for run in runs if name in run) for name in runs[0]}
 
 
-@contextmanager
-def private_redis() -> Iterator[str]:
-    port = loadgen.free_port()
-    with tempfile.TemporaryDirectory() as folder:
-        proc = subprocess.Popen(
-            ["redis-server", "--port", str(port), "--bind", "127.0.0.1", "--save", "",
-             "--appendonly", "no", "--dir", folder],
-            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
-        )  # fmt: skip
-        try:
-            for _ in range(100):
-                if subprocess.run(["redis-cli", "-p", str(port), "ping"], capture_output=True,
-                                  text=True).stdout.strip() == "PONG":  # fmt: skip
-                    break
-                time.sleep(0.05)
-            yield f"redis://127.0.0.1:{port}/0"
-        finally:
-            proc.terminate()
-            proc.wait(timeout=10)
-
-
 def redis_costs() -> dict[str, float]:
     """Redis commands and round trips per turn and per chunk (bench/redis_commands.py)."""
     with tempfile.NamedTemporaryFile(suffix=".json") as out:
@@ -294,7 +273,7 @@ def main() -> None:
     ours = [str(BIN / "a2a-server")]
     reference = [sys.executable, str(ROOT / "bench" / "reference_server.py")]
     runs: dict[str, list[dict[str, float]]] = {"memory": [], "redis": [], "reference": []}
-    with private_redis() as redis_url:
+    with loadgen.private_redis() as redis_url:
         on_redis = {"REDIS_URL": redis_url, "LEASE_TTL_S": "600"}
         targets = {
             "memory": (ours, {**scripted, "LLM_MODEL": "scripted"}),
