@@ -147,7 +147,7 @@ class HttpGuard:
             return
         error = self._refusal(Headers(scope=scope))  # not kept: an open stream holds this frame
         if error is not None:
-            await error_response(scope, error, calls_only=True)(scope, receive, send)
+            await error_response(scope, error, before_routing=True)(scope, receive, send)
             return
         # Awaited here rather than in a method of the body's: an open stream holds this frame
         # for as long as it is open, and one frame fewer is memory per stream.
@@ -240,7 +240,7 @@ class _LimitedBody:
         """Answer with `error` now (unless the app already answered), and stop the app's read."""
         if not self.response_started and not self.refused:
             self.refused = True
-            response = error_response(self.scope, error, calls_only=True)
+            response = error_response(self.scope, error, before_routing=True)
             await response(self.scope, self._receive, self._send)
         raise error
 

@@ -48,18 +48,19 @@ def error_response(
     *,
     status_code: int | None = None,
     headers: Mapping[str, str] | None = None,
-    calls_only: bool = False,
+    before_routing: bool = False,
 ) -> Response:
     """`error` for a request outside a binding's own handling: a JSON-RPC error (id null: the
     request was not read) at `/`, an AIP-193 body elsewhere. `status_code` when the response's
     status is not the error's own; `headers` beside the error's own (`Allow` on a 405).
-    `calls_only`: only a POST at `/` is a JSON-RPC call (the guard refuses requests before any
-    route: another method at `/` gets the AIP-193 body, as it always has)."""
+    `before_routing`: the HTTP guard's refusal, made before any route: only a POST at `/` is a
+    JSON-RPC call, and an AIP-193 body is plain JSON (both as the guard has always answered)."""
     status = status_code or error.http_status
     all_headers = {**error.http_headers(), **(headers or {})}
     at_endpoint = scope.get("path") == JSONRPC_PATH
-    if at_endpoint and (not calls_only or scope.get("method") == "POST"):
+    if at_endpoint and (not before_routing or scope.get("method") == "POST"):
         body = render_json(error.jsonrpc_error(None))
         return Response(body, status, headers=all_headers, media_type="application/json")
     body = render_json(error.rest_body(http_status=status_code))
-    return Response(body, status, headers=all_headers, media_type=_media_type(Headers(scope=scope)))
+    media_type = "application/json" if before_routing else _media_type(Headers(scope=scope))
+    return Response(body, status, headers=all_headers, media_type=media_type)

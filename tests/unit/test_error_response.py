@@ -82,7 +82,7 @@ async def test_the_guard_answers_a_call_at_the_endpoint_in_json_rpc_and_the_rest
             "/message:send", headers={"content-type": "application/a2a+json"}
         )
         assert response.status_code == 421
-        assert response.headers["content-type"] == "application/a2a+json"
+        assert response.headers["content-type"] == "application/json"  # as it always was
         assert response.json()["error"]["status"] == HostNotAllowedError.status
 
 
