@@ -62,9 +62,7 @@ async def _never_called(scope: Scope, receive: Receive, send: Send) -> None:
     raise AssertionError("the guard let a refused request through")
 
 
-async def test_the_guard_answers_a_call_at_the_endpoint_in_json_rpc_and_the_rest_in_aip193() -> (
-    None
-):
+async def test_the_guard_answers_in_json_rpc_only_a_post_at_the_endpoint() -> None:
     """The guard refuses before any route: a POST at `/` is a JSON-RPC call and gets a JSON-RPC
     error; any other request (a GET at `/`, a REST route) gets the AIP-193 body."""
     guard = HttpGuard(_never_called, max_body_bytes=1024, allowed_hosts=["localhost"])
