@@ -15,6 +15,7 @@ from app.a2a.operations import Operations
 from app.a2a.rpc import JsonId, Method, Responder
 from app.a2a.v0_3.wire import (
     Dialect,
+    entry_renderer,
     push_config_out,
     push_config_ref_in,
     response_out,
@@ -23,19 +24,15 @@ from app.a2a.v0_3.wire import (
     task_out,
     task_query_in,
 )
-from app.a2a.wire import render_event
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidParamsError
-from app.http.json_body import JsonObject, render_json
+from app.http.json_body import JsonObject
 from stores.models import JournalEntry
 
 _RPC = Dialect.JSONRPC
 
 
-def render_entry_v03(entry: JournalEntry) -> bytes:
-    """A journal entry as a JSON-RPC 0.3 event (`{"kind": "status-update", ..., "final": ...}`)."""
-    payload = response_out(render_event(entry.event), _RPC)
-    return render_json(payload)
+render_entry_v03 = entry_renderer(_RPC)
 
 
 async def _failed(error: A2AError) -> AsyncIterator[list[JournalEntry]]:

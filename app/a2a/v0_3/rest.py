@@ -17,26 +17,22 @@ from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_re
 from app.a2a.v0_3.wire import (
     DEFAULT_PUSH_CONFIG_ID,
     Dialect,
+    entry_renderer,
     push_config_in,
     push_config_out,
     response_out,
     send_params_in,
     task_out,
 )
-from app.a2a.wire import render_event
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError
-from app.http.json_body import JsonObject, render_json
+from app.http.json_body import JsonObject
 from app.http.responses import json_response
-from stores.models import JournalEntry
 
 _REST = Dialect.REST
 
 
-def render_entry_rest_v03(entry: JournalEntry) -> bytes:
-    """A journal entry as a 0.3 ProtoJSON StreamResponse (`{"statusUpdate": {..., "final"}}`)."""
-    payload = response_out(render_event(entry.event), _REST)
-    return render_json(payload)
+render_entry_rest_v03 = entry_renderer(_REST)
 
 
 def _history_length(request: Request) -> JsonObject:

@@ -22,8 +22,10 @@ import enum
 from collections.abc import Callable
 from typing import Any
 
+from app.a2a.wire import render_event
 from app.errors import InvalidParamsError
-from app.http.json_body import JsonObject
+from app.http.json_body import JsonObject, render_json
+from stores.models import JournalEntry
 
 
 class Dialect(enum.Enum):
@@ -349,3 +351,13 @@ def push_config_out(config: JsonObject, dialect: Dialect) -> JsonObject:
         return {"taskId": task_id, "pushNotificationConfig": nested}
     name = f"tasks/{task_id}/pushNotificationConfigs/{nested.get('id', '')}"
     return {"name": name, "pushNotificationConfig": nested}
+
+
+def entry_renderer(dialect: Dialect) -> Callable[[JournalEntry], bytes]:
+    """A journal entry as a 0.3 stream event in `dialect`: JSON-RPC's
+    (`{"kind": "status-update", ..., "final": ...}`) or ProtoJSON's (`{"statusUpdate": {...}}`)."""
+
+    def render(entry: JournalEntry) -> bytes:
+        return render_json(response_out(render_event(entry.event), dialect))
+
+    return render
