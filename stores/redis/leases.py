@@ -48,12 +48,10 @@ import logging
 from collections.abc import AsyncIterator
 from typing import Any
 
-from redis.asyncio import Redis
 from redis.exceptions import ConnectionError as RedisConnectionError
 from redis.exceptions import TimeoutError as RedisTimeoutError
 
-from stores.base import DEFAULT_TASK_TTL_S, LeaseStatus, LeaseStore, TaskRef
-from stores.redis.batch import CommandBatcher
+from stores.base import LeaseStatus, LeaseStore, TaskRef
 from stores.redis.keys import LEASE_BUCKETS
 from stores.redis.scripts import (
     ACQUIRE_LEASE,
@@ -69,7 +67,6 @@ from stores.redis.scripts import (
 from stores.redis.store import RedisStore
 from stores.redis.support import (
     AnyPipeline,
-    RedisClient,
     ready,
     redis_available,
     run_pipeline,
@@ -83,20 +80,11 @@ _STATUS = {0: LeaseStatus.LOST, 1: LeaseStatus.HELD, 2: LeaseStatus.CANCEL_REQUE
 
 
 class RedisLeaseStore(RedisStore, LeaseStore):
-    def __init__(
-        self,
-        client: RedisClient,
-        *,
-        prefix: str = "a2a",
-        ttl_s: int = DEFAULT_TASK_TTL_S,
-        batcher: CommandBatcher | None = None,
-    ) -> None:
-        # A turn's acquire and release (not renewals: those keep this client, so that a flood
-        # of commands never starves them) go out with the stores' other writes when given.
-        super().__init__(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher)
-        # One Redis: a script may name the index bucket beside the task's keys (one round trip
-        # for an acquire or a release instead of two). A cluster keeps the index a second step.
-        self._index_in_script = isinstance(client, Redis)
+    """Leases in Redis. A turn's acquire and release (not renewals: those keep the store's own
+    client, so that a flood of commands never starves them) go out with the stores' other writes
+    when the factory gives them one batcher. On one Redis a script names the index bucket beside
+    the task's keys (one round trip for an acquire or a release instead of two); a cluster keeps
+    the index a second step."""
 
     def _task_keys(self, owner: str, task_id: str) -> list[str]:
         return [self._keys.lease(owner, task_id), self._keys.cancel_flag(owner, task_id)]
@@ -105,7 +93,7 @@ class RedisLeaseStore(RedisStore, LeaseStore):
         """The task's lease keys (and, on one Redis, its index bucket) and its index member."""
         member = self._keys.lease_member(owner, task_id)
         keys = self._task_keys(owner, task_id)
-        if self._index_in_script:
+        if self._single_node:
             keys.append(self._index_key(member))
         return keys, member
 
@@ -117,7 +105,7 @@ class RedisLeaseStore(RedisStore, LeaseStore):
         args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s), member]
         with redis_available():
             epoch, expires = await self._batcher.run_script(ACQUIRE_LEASE, keys, args)
-            if int(epoch) and not self._index_in_script:
+            if int(epoch) and not self._single_node:
                 await self._index({member: int(expires)})
         return int(epoch)
 
@@ -155,7 +143,7 @@ class RedisLeaseStore(RedisStore, LeaseStore):
         keys, member = self._keys_and_member(owner, task_id)
         with redis_available():
             released = await self._batcher.run_script(RELEASE_LEASE, keys, [holder, member])
-            if released and not self._index_in_script:
+            if released and not self._single_node:
                 await self._redis.zrem(self._index_key(member), member)
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:

@@ -3,6 +3,8 @@ the batcher its writes share round trips through."""
 
 from __future__ import annotations
 
+from redis.asyncio import Redis
+
 from stores.base import DEFAULT_TASK_TTL_S
 from stores.redis.batch import CommandBatcher
 from stores.redis.keys import RedisKeys
@@ -27,3 +29,6 @@ class RedisStore:
         # A turn's writes share round trips, with the other stores' too when the factory gives
         # them one batcher.
         self._batcher = batcher or CommandBatcher(client)
+        # One Redis, not a cluster: a script may name keys of more than one hash slot (a task's
+        # keys and the index bucket beside them), one round trip instead of two.
+        self._single_node = isinstance(client, Redis)

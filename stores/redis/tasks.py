@@ -109,8 +109,6 @@ class RedisTaskStore(RedisStore, TaskStore):
         self._read_redis = read_client or client
         self._index_ttl_ms = 2 * self._ttl_ms
         self._journal_max = journal_max
-        # One Redis: the scripts that write a snapshot index the task too (`_run_indexed`).
-        self._indexed_in_scripts = isinstance(client, Redis)
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
         # per journal and position, shared by its readers (SharedReads).
         self._mux = (
@@ -288,7 +286,7 @@ class RedisTaskStore(RedisStore, TaskStore):
         """The script's reply, with the task indexed (`add`) or moved in the list indexes: by
         the script itself on one Redis (given the index keys: four commands fewer), in the same
         pipeline on a cluster (the indexes hash to other slots than the task)."""
-        if self._indexed_in_scripts:
+        if self._single_node:
             indexed = [*keys, *self._index_keys(owner, task.context_id)]
             return await self._batcher.run_script(script, indexed, args)
 
