@@ -180,6 +180,37 @@ def test_the_direct_routes_path_is_the_one_the_router_matches(root_path: str, pa
     assert route_path(scope) == utils.get_route_path(scope)
 
 
+# --- redis-py's parser internals (stores.redis.batch) ---------------------------------------
+
+
+class _Parser:
+    def __init__(self, **names: Any) -> None:
+        self.__dict__.update(names)
+
+
+def test_the_batcher_reads_through_read_response_without_redis_pys_parser_names() -> None:
+    """The hiredis reader is taken only as redis-py 8.1 keeps it (`_parser._reader` and
+    `read_from_socket`): a connection without any of those names is read by its public
+    `read_response` (tests/redis/test_redis_batch.py runs every round trip both ways)."""
+    import hiredis
+
+    from stores.redis import batch
+
+    async def read_more() -> None: ...
+
+    reader = hiredis.Reader()
+    as_81 = _Parser(_parser=_Parser(_reader=reader, read_from_socket=read_more))
+    assert batch._hiredis_reader(as_81) == (reader, read_more)
+    for connection in (
+        _Parser(),  # no `_parser`
+        _Parser(parser=as_81._parser),  # renamed
+        _Parser(_parser=_Parser(read_from_socket=read_more)),  # no `_reader`
+        _Parser(_parser=_Parser(_reader=object(), read_from_socket=read_more)),  # another parser
+        _Parser(_parser=_Parser(_reader=reader)),  # no `read_from_socket`
+    ):
+        assert batch._hiredis_reader(connection) is None
+
+
 # --- the collector: `a2a-server` tunes it, `create_app` does not -----------------------------
 
 _EMBEDDED = """
