@@ -16,6 +16,7 @@ decides when turns run; this module only turns what they do into stored facts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -52,6 +53,7 @@ from stores.base import (
     JournalWrite,
     LeaseStore,
     MessageStore,
+    StoreUnavailable,
     TaskStore,
 )
 from stores.codec import dump_task
@@ -171,7 +173,10 @@ class TurnPublisher:
                 )
                 # Waiting for a human holds no process: the answer may arrive at any replica.
                 turn.holds_lease = False
-                await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
+                with contextlib.suppress(StoreUnavailable):  # it lapses: the task is not active
+                    await self._leases.release(
+                        turn.task.id, owner=turn.owner, holder=turn.fence.holder
+                    )
             case TurnFailed(reason=reason, rejected=rejected):
                 if turn.calls.model_call_started is not None:  # the model call under way failed
                     turn.calls.model_calls += 1
@@ -236,11 +241,16 @@ class TurnPublisher:
 
     async def forget(self, task: Task, *, owner: str, holder: str | None) -> None:
         """Drop what a turn that will never go on holds (its claim, checkpoint and its lease, if
-        `holder` holds it)."""
-        await self._checkpoints.delete(task.id, owner=owner)
-        await self._messages.release(task.context_id, task.id, owner=owner)
-        if holder is not None:
-            await self._leases.release(task.id, owner=owner, holder=holder)
+        `holder` holds it). Tidying, not a record: with the store unavailable they are left, and
+        found stale (a claim or a lease whose task ended is replaced or released, a checkpoint
+        expires), so the turn's outcome, already recorded, stands."""
+        try:
+            await self._checkpoints.delete(task.id, owner=owner)
+            await self._messages.release(task.context_id, task.id, owner=owner)
+            if holder is not None:
+                await self._leases.release(task.id, owner=owner, holder=holder)
+        except StoreUnavailable as exc:
+            logger.warning("task_id=<%s> | tidying left for later: %s", task.id, exc)
 
     async def end(self, turn: Turn) -> None:
         """The turn is over for good: release what it held."""
