@@ -262,7 +262,9 @@ class Settings(BaseSettings):
     redis_command_timeout_s: float = Field(
         1.5,
         gt=0,
-        description="A Redis command without an answer after this long fails (store unavailable).",
+        description="A Redis command without an answer after this long fails (store unavailable);"
+        " while streams are open Redis is pinged this often, and a ping unanswered for twice this"
+        " long ends them with the store-unavailable error (clients resume elsewhere).",
     )
     # --- callers: authentication, rate, hosts, origins
     a2a_auth: Literal["auto", "none"] = Field(
