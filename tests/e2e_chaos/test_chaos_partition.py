@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Iterator
+from concurrent.futures import ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -86,9 +87,10 @@ def partitioned(
     ):
         a = ServerProcess(gated_llm.base_url, env={**cluster.env, "REDIS_URL": proxy.url})
         cluster.servers.append(a)
-        a.start()
-        (b,) = cluster.spawn(1)
-        wait_ready(a)
+        with ThreadPoolExecutor(max_workers=1) as pool:  # A and B start together
+            starting = pool.submit(lambda: wait_ready(a.start()))
+            (b,) = cluster.spawn(1)
+            starting.result()
         try:
             yield Target("redis", [a, b], RedisView(main_redis, prefix)), proxy
         finally:
