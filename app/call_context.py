@@ -4,7 +4,8 @@ Like a2a-python's `ServerCallContext`, but immutable and typed: the authenticate
 (whose `owner` scopes every store key), and the request's protocol parameters that the
 handler, the engine and later push, 0.3 and tools need (trace context, `Last-Event-ID`,
 `A2A-Version`, `A2A-Extensions`). Nothing here is parsed into protocol meaning: the raw
-`Last-Event-ID` is checked by the operation that uses it, the version by the binding.
+`Last-Event-ID` is checked by the operation that uses it, the version by the binding, the
+extensions by the edge's `activate` (app/extensions.py).
 """
 
 from __future__ import annotations
@@ -21,6 +22,11 @@ AuthScheme = Literal["none", "api-key", "jwt"]
 """How a principal was authenticated: not at all, by an API key, by a bearer JWT."""
 
 TRACE_HEADERS = ("traceparent", "tracestate")
+EXTENSIONS_HEADER = "A2A-Extensions"
+LEGACY_EXTENSIONS_HEADER = "X-A2A-Extensions"
+"""The name 0.3 clients send (and read) the extensions under."""
+Activate = Callable[[frozenset[str]], frozenset[str]]
+"""Requested extension URIs -> the activated ones (or an error refusing the request)."""
 
 
 @dataclass(frozen=True, slots=True)
@@ -69,7 +75,12 @@ class CallContext:
     protocol_version: str | None = None
     """`A2A-Version` (header, or the query parameter of that name); None when absent."""
     requested_extensions: frozenset[str] = frozenset()
-    """The extension URIs listed in `A2A-Extensions`."""
+    """The extension URIs listed in `A2A-Extensions` (or 0.3's `X-A2A-Extensions`)."""
+    activated_extensions: frozenset[str] = frozenset()
+    """The requested ones the agent declares: on for this request (and the turn it starts),
+    echoed in the response's `A2A-Extensions`."""
+    legacy_extensions_header: bool = False
+    """The request used 0.3's `X-A2A-Extensions`: the response echoes under that name too."""
     base_url_of: Callable[[], str] | None = field(default=None, compare=False, repr=False)
     """Finds the base URL the client reached this server at: worked out only if asked for (one
     operation does: the extended card), not for every request."""
@@ -94,14 +105,22 @@ class CallContext:
         principal: Principal = ANONYMOUS_PRINCIPAL,
         query: Mapping[str, str] | None = None,
         base_url_of: Callable[[], str] | None = None,
+        activate: Activate | None = None,
     ) -> CallContext:
         """From request headers (Starlette's `Headers`, or any mapping; names in any case;
-        repeated headers joined with commas) and, for `A2A-Version` only, the query string."""
+        repeated headers joined with commas) and, for `A2A-Version` only, the query string;
+        `activate` picks the extensions that are on (None: none are) and may refuse them."""
         lower: dict[str, str] = {}
         for name, value in headers.items():
             key = name.lower()
             lower[key] = f"{lower[key]},{value}" if key in lower else value
         version = lower.get("a2a-version") or (query or {}).get("A2A-Version")
+        listed, legacy = lower.get("a2a-extensions"), lower.get("x-a2a-extensions")
+        requested = (
+            parse_extensions(",".join(filter(None, (listed, legacy))))
+            if listed or legacy
+            else frozenset()
+        )
         return cls(
             principal=principal,
             # The request span when requests are traced (itself a child of the client's
@@ -110,11 +129,14 @@ class CallContext:
             or {name: lower[name] for name in TRACE_HEADERS if name in lower},
             last_event_id=lower.get("last-event-id") or None,
             protocol_version=version.strip() if version and version.strip() else None,
-            requested_extensions=parse_extensions(lower.get("a2a-extensions", "")),
+            requested_extensions=requested,
+            activated_extensions=activate(requested) if activate is not None else frozenset(),
+            legacy_extensions_header=legacy is not None,
             base_url_of=base_url_of,
         )
 
 
 def parse_extensions(header: str) -> frozenset[str]:
-    """`A2A-Extensions: uri1, uri2`: the set of URIs (blank entries ignored)."""
+    """`A2A-Extensions: uri1, uri2` (repeated headers joined with commas): the set of URIs,
+    blank entries ignored."""
     return frozenset(uri.strip() for uri in header.split(",") if uri.strip())

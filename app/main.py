@@ -88,7 +88,7 @@ def _mount(app: ServerApp, services: Services) -> None:
         services.edge,
         services.metrics,
     )
-    card = AgentCardEndpoint(settings, services.toolbox)
+    card = AgentCardEndpoint(settings, services.toolbox, extensions=services.edge.extensions)
     for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
         app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
     depth = settings.a2a_max_json_depth

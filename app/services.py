@@ -45,7 +45,7 @@ from agent.tools.control import ASK_USER, FINISH
 from agent.tools.function import FunctionTool, load_tool_functions
 from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
 from agent.tools.toolbox import Toolbox
-from app.a2a.card import build_extended_card, card_base_url, package_version
+from app.a2a.card import build_extended_card, card_base_url, declared_extensions, package_version
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
 from app.handler import RequestHandler
@@ -234,14 +234,15 @@ def build_services(
     )
     stores = build_stores(settings)
     tasks, messages = stores.tasks, stores.messages
+    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
+    if settings.agent_tools_requiring_approval:
+        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
     edge = Edge(
         authenticator,
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
+        extensions=declared_extensions(settings, [*registered_hooks, *toolbox.providers]),
     )
-    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
-    if settings.agent_tools_requiring_approval:
-        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
     hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
     llm_client = llm or build_llm(settings)
     loop = AgentLoop(
@@ -308,7 +309,7 @@ def build_services(
         handler,
         limits=RequestLimits.from_settings(settings),
         extended_card=lambda url, with_v03: build_extended_card(
-            settings, toolbox.specs, url, with_v03
+            settings, toolbox.specs, url, with_v03, edge.extensions
         ),
         pushes=pushes,
         push_policy=push_policy(settings),

@@ -17,6 +17,7 @@ from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
 from app.settings_fields import (
     CommaList,
     ExtendedCard,
+    ExtensionList,
     OutboundAllowList,
     RateLimitSpec,
     RedisUrl,
@@ -44,6 +45,11 @@ class Settings(BaseSettings):
         None,
         description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
         " the public card for authenticated callers (its `skills` are added to the public ones).",
+    )
+    a2a_extensions: ExtensionList = Field(
+        default_factory=list,
+        description="A2A extensions the agent supports (card `capabilities.extensions`): a JSON"
+        " list of `{uri, description, required, params}`, or a JSON or YAML file's path.",
     )
     a2a_card_v03: bool = Field(
         True,

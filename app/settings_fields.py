@@ -13,6 +13,7 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_settings import NoDecode
 
+from agent.extensions import AgentExtension, extensions_from
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
 
@@ -41,6 +42,33 @@ def extended_card_fields(value: str) -> dict[str, Any]:
     if not isinstance(fields, dict):
         raise ValueError("the extended card must be a JSON object")
     return fields
+
+
+def declared_extensions(value: object) -> list[AgentExtension]:
+    """A2A_EXTENSIONS: inline JSON (it starts with `[`), else the path of a JSON or YAML file,
+    holding a list of `{uri, description, required, params}`; a list from code as it is."""
+    if not isinstance(value, str):
+        return extensions_from(value, where="A2A_EXTENSIONS")
+    text, source = value, "A2A_EXTENSIONS"
+    if not value.lstrip().startswith("["):
+        source = value
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the extensions file {value!r}: {exc}") from exc
+    if source.endswith((".yaml", ".yml")):
+        import yaml  # type: ignore[import-untyped]  # only for a YAML file
+
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{source} is not valid YAML: {exc}") from exc
+    else:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source} is not valid JSON: {exc}") from exc
+    return extensions_from(document, where=source)
 
 
 def _outbound_allow(value: list[str]) -> list[str]:
@@ -75,3 +103,5 @@ OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
 RedisUrl = Annotated[str | None, AfterValidator(_redis_scheme)]
 ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
+ExtensionList = Annotated[list[AgentExtension], NoDecode, BeforeValidator(declared_extensions)]
+"""A2A_EXTENSIONS: declarations read (inline or from a file) and checked at start-up."""

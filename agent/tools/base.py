@@ -20,6 +20,7 @@ from stores.models import Artifact
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
+    from agent.extensions import AgentExtension
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -113,6 +114,11 @@ class ToolProvider(ABC):
     def status(self) -> str | None:
         """None when the source is up; else why it is not (the readiness endpoint shows it)."""
         return None
+
+    def extensions(self) -> list[AgentExtension]:
+        """The A2A extensions this source implements, declared in the agent card (read once, at
+        start-up); a call says which are active (`turn.extensions`)."""
+        return []
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)

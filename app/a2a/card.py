@@ -26,6 +26,7 @@ from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
 from app.a2a.v0_3.card import with_v03_fields
 from app.a2a.versions import requested_generation, requested_version
+from app.extensions import Extensions
 from app.handler import SUPPORTED_INPUT_MODES
 from app.http.auth import card_security
 from app.settings import Settings
@@ -92,11 +93,23 @@ def card_base_url(settings: Settings, request: Request) -> str:
     )
 
 
+def declared_extensions(settings: Settings, sources: Iterable[object]) -> Extensions:
+    """The extensions the card declares: A2A_EXTENSIONS, then those of the hooks and tool
+    sources (`sources`) that implement one."""
+    return Extensions.gathered(settings.a2a_extensions, sources=sources)
+
+
 def build_card(
-    settings: Settings, tools: Iterable[ToolSpec], *, url: str, with_v03: bool = True
+    settings: Settings,
+    tools: Iterable[ToolSpec],
+    *,
+    url: str,
+    with_v03: bool = True,
+    extensions: Extensions | None = None,
 ) -> dict[str, Any]:
     """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's); with
-    the 0.3 members beside the 1.0 ones unless `with_v03` is false."""
+    the 0.3 members beside the 1.0 ones unless `with_v03` is false; `extensions`: the declared
+    ones (both generations read them from `capabilities.extensions`)."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
     skills = [
         {
@@ -129,6 +142,11 @@ def build_card(
             "streaming": True,
             "pushNotifications": settings.a2a_push_notifications,
             "extendedAgentCard": settings.extended_card is not None,
+            **(
+                {"extensions": extensions.card_entries()}
+                if extensions and extensions.declared
+                else {}
+            ),
         },
         "defaultInputModes": list(SUPPORTED_INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
@@ -140,14 +158,18 @@ def build_card(
 
 
 def build_extended_card(
-    settings: Settings, tools: Iterable[ToolSpec], url: str, with_v03: bool = True
+    settings: Settings,
+    tools: Iterable[ToolSpec],
+    url: str,
+    with_v03: bool = True,
+    extensions: Extensions | None = None,
 ) -> dict[str, Any] | None:
     """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
     it, its skills added to the public ones; None when no extended card is configured."""
     fields = settings.extended_card
     if fields is None:
         return None
-    card = build_card(settings, tools, url=url, with_v03=with_v03)
+    card = build_card(settings, tools, url=url, with_v03=with_v03, extensions=extensions)
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
     if isinstance(extra_skills, list):
@@ -170,9 +192,17 @@ class AgentCardEndpoint:
 
     MAX_CACHED = 64
 
-    def __init__(self, settings: Settings, toolbox: Toolbox, *, max_age_s: int = 300) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        toolbox: Toolbox,
+        *,
+        max_age_s: int = 300,
+        extensions: Extensions | None = None,
+    ) -> None:
         self._settings = settings
         self._toolbox = toolbox
+        self._extensions = extensions
         self._fixed_url = settings.public_url
         self._trust_forwarded = settings.a2a_trust_forwarded
         self._last_modified = format_datetime(datetime.now(UTC).replace(microsecond=0), usegmt=True)
@@ -198,7 +228,13 @@ class AgentCardEndpoint:
         if cached is not None:
             self._cards.move_to_end(key)
             return cached
-        card = build_card(self._settings, self._toolbox.specs, url=url, with_v03=with_v03)
+        card = build_card(
+            self._settings,
+            self._toolbox.specs,
+            url=url,
+            with_v03=with_v03,
+            extensions=self._extensions,
+        )
         body = json.dumps(card, separators=(",", ":")).encode()
         headers = {
             "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',

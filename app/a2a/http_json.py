@@ -13,6 +13,7 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from app.a2a.binding import echo_extensions
 from app.a2a.sse import JournalStream, frame
 from app.a2a.versions import Generation, check_version
 from app.call_context import CallContext
@@ -81,11 +82,12 @@ def guarded(
             task_id, _, action = ref.partition(":")
             record.task_id = task_id
             record.method = _REST_ACTIONS.get((request.method, action), method)
+        context: CallContext | None = None
         try:
             context = await edge.context(request)
             record.owner = context.owner
             check_version(request, generation)
-            return await endpoint(request, context)
+            return echo_extensions(await endpoint(request, context), context)
         except ClientDisconnect:
             logger.debug("%s | the client went away before its request arrived", where)
             return Response(status_code=400)  # nobody reads it
@@ -96,7 +98,7 @@ def guarded(
                 logger.debug(
                     "%s | refused: status=<%s> | %s", where, error.http_status, error.message
                 )
-            return error_response(request.scope, error)
+            return echo_extensions(error_response(request.scope, error), context)
 
     return guarded
 

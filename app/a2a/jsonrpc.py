@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.a2a.binding import Binding
+from app.a2a.binding import Binding, echo_extensions
 from app.a2a.rpc import Entries, JsonId, Method
 from app.a2a.sse import JournalStream, frame
 from app.a2a.v0_3.jsonrpc import v03_methods
@@ -118,6 +118,7 @@ class JsonRpcBinding(Binding):
             return Response(status_code=400)  # nobody reads it
         request_id: JsonId = None
         notification = False
+        context: CallContext | None = None
         try:
             check_json_media_type(request.headers.get("content-type", ""))
             # The id is read before the caller is authenticated, so that even a 401 answers
@@ -141,8 +142,8 @@ class JsonRpcBinding(Binding):
             check_version(request, generation_of(name))
             if notification:
                 await self._notify(name, params, context)
-                return Response(status_code=204)
-            return await method(params, request_id, context)
+                return echo_extensions(Response(status_code=204), context)
+            return echo_extensions(await method(params, request_id, context), context)
         except Exception as exc:
             error = as_a2a_error(exc, where="JSON-RPC request")
             record.outcome = error.reason
@@ -151,11 +152,12 @@ class JsonRpcBinding(Binding):
                     "JSON-RPC request | refused: code=<%s> | %s", error.code, error.message
                 )
             if notification:
-                return Response(status_code=204)
+                return echo_extensions(Response(status_code=204), context)
             # Headers too: an overload's Retry-After is worth as much on JSON-RPC as on REST;
             # and a refusal at the edge (401, 415, 429) keeps its HTTP status.
             status_code = error.http_status if isinstance(error, EDGE_ERRORS) else 200
-            return _response(error.jsonrpc_error(request_id), error.http_headers(), status_code)
+            response = _response(error.jsonrpc_error(request_id), error.http_headers(), status_code)
+            return echo_extensions(response, context)
 
     async def _notify(self, name: str, params: JsonObject, context: CallContext) -> None:
         """Run a notification for its effect; its result (or stream) goes nowhere."""

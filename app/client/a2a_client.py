@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
 from urllib.parse import urlsplit
@@ -152,6 +152,26 @@ class A2AClient:
         self._headers = dict(headers or {})
         if endpoint.generation == "1.0":
             self._headers["A2A-Version"] = "1.0"
+
+    @property
+    def extensions(self) -> frozenset[str]:
+        """The URIs of the A2A extensions the agent's card declares (`capabilities.extensions`)."""
+        declared = (self.card.get("capabilities") or {}).get("extensions") or []
+        return frozenset(
+            entry["uri"]
+            for entry in declared
+            if isinstance(entry, dict) and isinstance(entry.get("uri"), str)
+        )
+
+    def extension_headers(self, uris: Iterable[str]) -> dict[str, str]:
+        """The headers asking the agent for the extensions `uris` (none: no header):
+        `A2A-Extensions`, and `X-A2A-Extensions` too for a 0.3 endpoint (0.3 servers read that)."""
+        value = ", ".join(sorted(set(uris)))
+        if not value:
+            return {}
+        if self.endpoint.generation == "0.3":
+            return {"A2A-Extensions": value, "X-A2A-Extensions": value}
+        return {"A2A-Extensions": value}
 
     @classmethod
     async def connect(

@@ -2,7 +2,8 @@
 
 `Edge.context(request)` runs once per A2A request, before anything is parsed into an operation:
 authenticate the headers (401 / 503), take one token from the caller's rate-limit bucket (429),
-then build the immutable `CallContext` the operation and the handler get. The owner scoping every
+activate the requested A2A extensions (-32008 / 400 without a required one), then build the
+immutable `CallContext` the operation and the handler get. The owner scoping every
 store key is `context.owner`, so a principal reaches nothing another principal created.
 """
 
@@ -16,6 +17,7 @@ from starlette.requests import Request
 
 from app.call_context import CallContext
 from app.errors import StoreUnavailableError
+from app.extensions import Extensions
 from app.http.auth import Authenticator
 from app.http.errors import RateLimitedError
 from stores.base import StoreUnavailable
@@ -33,10 +35,12 @@ class Edge:
         *,
         rate_limiter: RateLimiter | None = None,
         base_url: Callable[[Request], str] | None = None,
+        extensions: Extensions | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.rate_limiter = rate_limiter
         self._base_url = base_url
+        self.extensions = extensions or Extensions()
 
     async def context(self, request: Request) -> CallContext:
         principal = await self.authenticator.authenticate(request.headers)
@@ -57,6 +61,7 @@ class Edge:
             # The query string is parsed only if A2A-Version is not a header (the usual case).
             query=None if "a2a-version" in request.headers else request.query_params,
             base_url_of=partial(self._base_url, request) if self._base_url else None,
+            activate=self.extensions.activate,
         )
 
     async def aclose(self) -> None:
