@@ -54,6 +54,9 @@ def extension_from(value: object, *, where: str = "extension") -> AgentExtension
     ValueError naming `where` and what is wrong (a missing `uri`, a mistyped or unknown member)."""
     if isinstance(value, AgentExtension):
         return value
+    if not isinstance(value, Mapping) and hasattr(value, "uri"):
+        # Another library's AgentExtension (a2a-sdk's, say): its members, as they are named.
+        value = {name: getattr(value, name) for name in _FIELDS if hasattr(value, name)}
     if not isinstance(value, Mapping):
         raise ValueError(f"{where} must be an object with a `uri`, got {value!r}")
     unknown = sorted(set(value) - _FIELDS)

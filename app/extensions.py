@@ -63,7 +63,7 @@ class Extensions:
     def activate(self, requested: frozenset[str]) -> frozenset[str]:
         """The declared ones among `requested`; ExtensionSupportRequiredError when a required
         one is not there."""
-        missing = [uri for uri in self._required if uri not in requested]
+        missing = [uri for uri in self._required if uri not in requested] if self._required else []
         if missing:
             raise ExtensionSupportRequiredError(
                 f"This agent requires the extension{'s' if len(missing) > 1 else ''}"

@@ -16,9 +16,9 @@ def echo_extensions(response: Response, context: CallContext | None) -> Response
     """The response naming the request's activated A2A extensions (`A2A-Extensions`): a result,
     a stream (before its first event) or an error alike. A request refused before activation
     (no `context`: authentication, rate, a required extension missing) has none to name."""
+    if context is None or not context.activated_extensions:
+        return response  # the usual case: nothing to name
     headers = echo_headers(context)
-    if not headers:
-        return response
     if isinstance(response, JournalStream):  # its head is written by the stream itself
         response.extra_headers = tuple(
             (name.lower().encode("latin-1"), value.encode("latin-1"))

@@ -7,6 +7,7 @@ from __future__ import annotations
 import asyncio
 import json
 from pathlib import Path
+from types import SimpleNamespace
 from typing import Any
 
 import httpx
@@ -115,10 +116,18 @@ def test_the_operator_declaration_wins_over_a_plugins_and_a_bad_one_is_refused()
             return self.declared
 
     configured = [AgentExtension(uri=A, required=True)]
+    # Declarations may be ours, mappings, or another library's objects with the same members.
+    another = SimpleNamespace(uri=REQUIRED, description="theirs", required=False, params=None)
     gathered = Extensions.gathered(
-        configured, sources=[Declaring(AgentExtension(uri=A), AgentExtension(uri=B)), object()]
+        configured,
+        sources=[Declaring(AgentExtension(uri=A), {"uri": B}), object(), Declaring(another)],
     )
-    assert [(ext.uri, ext.required) for ext in gathered.declared] == [(A, True), (B, False)]
+    assert [(ext.uri, ext.required) for ext in gathered.declared] == [
+        (A, True),
+        (B, False),
+        (REQUIRED, False),
+    ]
+    assert gathered.declared[2].description == "theirs"
     with pytest.raises(ExtensionDeclarationError, match=r"Declaring.extensions\(\)\[0\]"):
         Extensions.gathered([], sources=[Declaring({"description": "no uri"})])
 
