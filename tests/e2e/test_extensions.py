@@ -167,7 +167,9 @@ def test_declared_ones_are_activated_echoed_and_seen_by_the_hooks(http, fake_llm
 
 
 def test_none_requested_or_none_declared_no_header_and_no_extension_at_work(http, fake_llm, marker):
-    for n, headers in enumerate([{}, {"A2A-Extensions": UNDECLARED_URI}, {"A2A-Extensions": ", ,"}]):
+    for n, headers in enumerate(
+        [{}, {"A2A-Extensions": UNDECLARED_URI}, {"A2A-Extensions": ", ,"}]
+    ):
         fake_llm.script(text("Plain.", when_user_contains=f"{marker}-{n}"))
         response = rpc(http, "SendMessage", send_params(f"plain {marker}-{n}"), headers)
         assert "A2A-Extensions" not in response.headers, headers
@@ -255,6 +257,20 @@ def test_a_03_jsonrpc_client_is_answered_under_both_names(http, fake_llm, marker
     assert response.headers["X-A2A-Extensions"] == TIMESTAMP_URI
     assert echoed(response) == TIMESTAMP_URI
     assert answer_metadata(task)[SEEN_KEY] == [TIMESTAMP_URI]
+    fake_llm.script(text("Old stream.", when_user_contains=f"stream {marker}"))
+    payload = {
+        "jsonrpc": "2.0",
+        "id": 3,
+        "method": "message/stream",
+        "params": {"message": message03(f"stream {marker}")},
+    }
+    with http.stream("POST", "/", json=payload, headers=headers) as stream:
+        assert stream.headers["content-type"].startswith("text/event-stream")
+        assert stream.headers["X-A2A-Extensions"] == TIMESTAMP_URI
+        events = [json.loads(line[6:]) for line in stream.iter_lines() if line[:6] == "data: "]
+    final = events[-1]["result"]
+    assert final["kind"] == "status-update" and final["final"] is True
+    assert TIMESTAMP_URI in final["metadata"]
 
 
 def test_a_03_rest_client_is_answered_under_both_names(http, fake_llm, marker):
