@@ -59,6 +59,7 @@ class ToolNeedsInput(Exception):
 
 
 _progress: ContextVar[Callable[[str], None] | None] = ContextVar("tool_progress", default=None)
+_turn: ContextVar[TurnContext | None] = ContextVar("tool_turn", default=None)
 
 
 def report_progress(text: str) -> None:
@@ -69,9 +70,17 @@ def report_progress(text: str) -> None:
         listener(text.strip())
 
 
-def listen_to_progress(listener: Callable[[str], None]) -> None:
-    """Where the current call's `report_progress` lines go (set in the task running the call)."""
+def current_turn() -> TurnContext | None:
+    """From inside a tool call (a plain function tool's too): the turn it runs for, with the A2A
+    extensions active for it (`extensions`). None outside a call."""
+    return _turn.get()
+
+
+def listen_to_progress(listener: Callable[[str], None], turn: TurnContext | None = None) -> None:
+    """Where the current call's `report_progress` lines go, and the turn it runs for (set in the
+    task running the call)."""
     _progress.set(listener)
+    _turn.set(turn)
 
 
 class ToolProvider(ABC):

@@ -17,7 +17,7 @@ import httpx
 import pytest
 
 from examples.timestamp_extension import TIMESTAMP_URI
-from tests.e2e.extension_hooks import SEEN_KEY
+from tests.e2e.extension_plugins import SEEN_KEY
 from tests.e2e.harness import (
     ERROR_INFO_TYPE,
     RpcClient,
@@ -36,7 +36,8 @@ TRACE_URI = "https://ext.example/traceability/v1"
 REQUIRED_URI = "https://ext.example/required/v1"
 OPTIONAL_URI = "https://ext.example/optional/v1"
 UNDECLARED_URI = "https://ext.example/undeclared/v1"
-HOOKS = "examples.timestamp_extension:TimestampExtension,tests.e2e.extension_hooks:ExtensionsSeen"
+HOOKS = "examples.timestamp_extension:TimestampExtension,tests.e2e.extension_plugins:ExtensionsSeen"
+TOOLS = "tests.e2e.extension_plugins:active_extensions"
 TRACE_DECLARATION = {
     "uri": TRACE_URI,
     "description": "Carries a trace id in message metadata under this URI.",
@@ -58,6 +59,7 @@ def agent(fake_llm):
         AGENT_NAME="Stamp Agent",
         A2A_EXTENSIONS=json.dumps([TRACE_DECLARATION]),
         AGENT_HOOKS=HOOKS,
+        AGENT_TOOLS=TOOLS,
     )
 
 
@@ -147,8 +149,11 @@ def test_the_card_declares_the_configured_and_the_hooks_extensions(http, strict_
 # --- activation and the echo, JSON-RPC 1.0 -------------------------------------------------------
 
 
-def test_declared_ones_are_activated_echoed_and_seen_by_the_hooks(http, fake_llm, marker):
-    fake_llm.script(text("Stamped.", when_user_contains=marker))
+def test_declared_ones_are_activated_echoed_and_seen_by_hooks_and_tools(http, fake_llm, marker):
+    fake_llm.script(
+        tool_calls([("active_extensions", {})], when_user_contains=marker),
+        text("Stamped.", when_user_contains=marker),
+    )
     headers = [
         ("A2A-Extensions", f"{TIMESTAMP_URI} ,,  {UNDECLARED_URI},"),
         ("A2A-Extensions", TRACE_URI),  # repeated: the lists add up
@@ -161,6 +166,7 @@ def test_declared_ones_are_activated_echoed_and_seen_by_the_hooks(http, fake_llm
     assert "X-A2A-Extensions" not in response.headers  # a 1.0 client used the 1.0 name
     metadata = answer_metadata(task)
     assert metadata[SEEN_KEY] == sorted([TIMESTAMP_URI, TRACE_URI])
+    assert json.loads(fake_llm.tool_result(marker)) == sorted([TIMESTAMP_URI, TRACE_URI])
     assert metadata[TIMESTAMP_URI]["timestamp"].endswith("Z")
     stored = rpc(http, "GetTask", {"id": task["id"]}).json()["result"]
     assert answer_metadata(stored) == metadata
@@ -368,7 +374,7 @@ def caller(agent, fake_llm):
         fake_llm,
         A2A_EXTENSIONS=json.dumps(declared),
         AGENT_REMOTE_AGENTS=f"{agent.url}/.well-known/agent-card.json",
-        AGENT_HOOKS="tests.e2e.extension_hooks:ExtensionsSeen",
+        AGENT_HOOKS="tests.e2e.extension_plugins:ExtensionsSeen",
     )
 
 

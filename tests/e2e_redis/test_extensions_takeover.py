@@ -9,7 +9,7 @@ import json
 import pytest
 
 from examples.timestamp_extension import TIMESTAMP_URI
-from tests.e2e.extension_hooks import SEEN_KEY
+from tests.e2e.extension_plugins import SEEN_KEY
 from tests.e2e.harness import send_params
 from tests.e2e_redis.support import kill9, lease_holder, wait_for_holder
 from tests.fakes.fake_llm import text
@@ -22,7 +22,7 @@ SERVER_ENV = {
     "LEASE_TTL_S": str(LEASE_TTL_S),
     "A2A_EXTENSIONS": json.dumps([{"uri": TRACE_URI}]),
     "AGENT_HOOKS": "examples.timestamp_extension:TimestampExtension,"
-    "tests.e2e.extension_hooks:ExtensionsSeen",
+    "tests.e2e.extension_plugins:ExtensionsSeen",
 }
 # lease expiry + one recovery sweep (every LEASE_TTL_S/3) + slack for a loaded 2-core machine
 TAKEOVER_BUDGET_S = LEASE_TTL_S + LEASE_TTL_S / 3 + 4
