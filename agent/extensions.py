@@ -96,9 +96,11 @@ def extensions_from(values: object, *, where: str = "extensions") -> list[AgentE
 
 
 def declared_by(source: object) -> list[AgentExtension]:
-    """What a hook or tool provider declares: its `extensions()`, checked (ValueError)."""
+    """What a hook or tool provider declares: its `extensions()` method (or an `extensions`
+    attribute holding the list), checked (ValueError)."""
     declare = getattr(source, "extensions", None)
-    if not callable(declare):
+    if declare is None:
         return []
-    declared: Iterable[object] = declare() or ()
-    return extensions_from(list(declared), where=f"{type(source).__name__}.extensions()")
+    declared: Iterable[object] = (declare() if callable(declare) else declare) or ()
+    where = f"{type(source).__name__}.extensions{'()' if callable(declare) else ''}"
+    return extensions_from(list(declared), where=where)

@@ -128,6 +128,10 @@ def test_the_operator_declaration_wins_over_a_plugins_and_a_bad_one_is_refused()
         (REQUIRED, False),
     ]
     assert gathered.declared[2].description == "theirs"
+    as_attribute = SimpleNamespace(extensions=[{"uri": B, "required": True}])
+    assert Extensions.gathered([], sources=[as_attribute]).declared == (
+        AgentExtension(uri=B, required=True),
+    )
     with pytest.raises(ExtensionDeclarationError, match=r"Declaring.extensions\(\)\[0\]"):
         Extensions.gathered([], sources=[Declaring({"description": "no uri"})])
 
