@@ -1,6 +1,7 @@
 """The Helm chart, rendered by Helm's own engine (helm-python-sdk bundles Helm's Go SDK; no `helm`
 binary, no cluster): what `helm install` would apply for a given set of values. Nothing here is
-applied to a cluster: the manifests are checked, not run."""
+applied to a cluster: the manifests are checked, not run; only the bundled Redis's arguments are
+run, by a private redis-server (tests.e2e_redis.support), to see its data outlive a SIGKILL."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 from pydantic import SecretStr
 
 from app.settings import Settings
+from tests.e2e_redis.support import RedisServer
 
 helm = pytest.importorskip("helm_python.chart")
 
@@ -147,6 +150,39 @@ def test_redis_durability_and_storage_are_values() -> None:
     for wrong in ({"appendfsync": "no"}, {"persistence": {"size": "lots"}}):
         with pytest.raises(Exception, match="schema"):
             render(redis=wrong)
+
+
+class ChartRedis(RedisServer):
+    """A private redis-server run with the bundled Redis's rendered arguments (its /data a temp
+    directory), on a free loopback port."""
+
+    def __init__(self, args: list[str]) -> None:
+        super().__init__(persistent=True)
+        self.args = [str(self.dir) if arg == "/data" else arg for arg in args]
+
+    def command(self) -> list[str]:
+        local = ["--port", str(self.port), "--bind", "127.0.0.1", "--logfile", str(self.log_path)]
+        return [self.binary or "redis-server", *self.args, *local]
+
+
+@pytest.mark.parametrize("appendfsync", ["everysec", "always"])
+def test_the_bundled_redis_keeps_what_it_answered_when_its_process_is_killed(
+    appendfsync: str,
+) -> None:
+    spec = render(redis={"appendfsync": appendfsync})["StatefulSet/demo-a2a-agent-server-redis"]
+    (container,) = spec["spec"]["template"]["spec"]["containers"]
+    with ChartRedis(container["args"]) as server:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        assert client.config_get("appendfsync") == {"appendfsync": appendfsync}
+        for n in range(50):
+            client.hset(f"chart-test:task:{n}", mapping={"state": "TASK_STATE_WORKING"})
+        assert server.proc is not None
+        server.proc.kill()  # SIGKILL, as an OOM kill or a lost pod: no shutdown, no last fsync
+        server.proc.wait(timeout=10)
+        server.start()
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        assert client.dbsize() == 50
+        assert client.hgetall("chart-test:task:49") == {"state": "TASK_STATE_WORKING"}
 
 
 def test_in_memory_is_one_value_away_and_says_it_loses_everything() -> None:
