@@ -86,7 +86,8 @@ class Settings(BaseSettings):
     agent_remote_agents: str | None = Field(
         None,
         description="Other A2A agents as tools: agent card URLs, comma-separated, or a JSON list"
-        ' of `{"url", "headers"}`; each becomes a tool named after the agent.',
+        ' of `{"url", "headers", "require_signed_card"}` (true: only if its card\'s signature'
+        " verifies); each becomes a tool named after the agent.",
     )
     agent_max_call_depth: int = Field(
         3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
