@@ -100,6 +100,8 @@ SCHEMA: dict[str, dict[str, str]] = {
 }
 ONE_OF = {"SecurityScheme", "OAuthFlows"}
 """Messages whose members are one oneof: a parser refuses two of them set at once."""
+OPTIONAL = {"documentationUrl", "iconUrl"}
+"""Strings with presence (each its own oneof): given twice (`icon_url` and `iconUrl`), refused."""
 
 # The 0.3 scheme types (`type`) and the 1.0 member each becomes (the SDK's card resolver).
 V03_SCHEME_TYPES = {
@@ -135,7 +137,7 @@ def canonical_card(card: dict[str, Any]) -> bytes:
     parsed = card_as_v1(card)
     parsed.pop("signatures", None)
     try:
-        return rfc8785.dumps(_without_empty(parsed) or {})
+        return rfc8785.dumps(_without_empty(parsed))  # an empty card is `null`, as the SDK has it
     except rfc8785.CanonicalizationError as exc:
         raise CardFormatError(f"the card has no canonical form: {exc}") from exc
 
@@ -187,9 +189,10 @@ def _message(name: str, value: Any, where: str) -> dict[str, Any]:
         json_name = _SNAKE.sub(lambda m: m.group(1).upper(), key)
         if json_name not in members or item is None:
             continue  # unknown members are ignored; null is "not set"
-        if json_name in parsed:
+        kind = members[json_name]
+        if json_name in parsed and (name in ONE_OF or kind.endswith("?") or json_name in OPTIONAL):
             raise CardFormatError(f"{where}.{json_name} is given twice")
-        parsed[json_name] = _value(members[json_name], item, f"{where}.{json_name}")
+        parsed[json_name] = _value(kind, item, f"{where}.{json_name}")  # else: the last one
     if name in ONE_OF and len(parsed) > 1:
         raise CardFormatError(f"{where} sets more than one of {sorted(parsed)}")
     return parsed
@@ -209,8 +212,6 @@ def _value(kind: str, value: Any, where: str) -> Any:
             raise CardFormatError(f"{where} must be a string")
         return value
     if kind in ("bool", "bool?"):
-        if value in ("true", "false"):  # a parser takes the strings too
-            value = value == "true"
         if not isinstance(value, bool):
             raise CardFormatError(f"{where} must be true or false")
         return value if value or kind == "bool?" else None  # a plain `false` is not printed
