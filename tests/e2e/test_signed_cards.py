@@ -25,6 +25,7 @@ from jwt import PyJWK
 from jwt.exceptions import PyJWKError
 
 from tests.e2e.harness import ServerProcess, server_command
+from tests.e2e.wire import assert_valid
 
 pytestmark = pytest.mark.timeout(120)
 
@@ -128,6 +129,7 @@ def test_the_public_card_verifies_with_and_without_its_03_members(signed) -> Non
         server.url + "/.well-known/agent-card.json", headers={"A2A-Version": "1.0"}, trust_env=False
     ).json()
     assert V03_MEMBERS <= both.keys() and not V03_MEMBERS & strict.keys()
+    assert_valid("agent_card", strict)  # the 1.0 JSON Schema, `signatures` included
     assert both["signatures"] == strict["signatures"]  # one signature: the 1.0 card's
     header = protected_header(both)
     jwks = httpx.get(server.url + "/.well-known/jwks.json", trust_env=False).json()
