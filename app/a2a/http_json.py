@@ -82,7 +82,15 @@ def guarded(
             record.task_id = task_id
             record.method = _REST_ACTIONS.get((request.method, action), method)
         try:
-            context = await edge.context(request)
+            # The tenant is the path's (`/{tenant}/...`): a `tenant` in the body or the query
+            # is not read, as a2a-sdk does (its client writes the same tenant in both). 0.3
+            # has no tenant: its routes are within the card's.
+            tenant = (
+                request.path_params.get("tenant")
+                if generation == "1.0"
+                else edge.tenants.card_tenant
+            )
+            context = await edge.context(request, tenant=tenant)
             record.owner = context.owner
             check_version(request, generation)
             return await endpoint(request, context)
