@@ -16,6 +16,7 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
+from stores.tenants import ROUTE_NAMES
 from tests.e2e.harness import (
     TERMINAL_STATES,
     ServerProcess,
@@ -406,7 +407,7 @@ def test_a_bad_tenant_is_refused_naming_the_field(http, name):
     assert "tenant" in error["message"], error
 
 
-@pytest.mark.parametrize("name", [n for n in BAD if n not in ("tasks", "a b")])
+@pytest.mark.parametrize("name", [n for n in BAD if n not in ROUTE_NAMES and n != "a b"])
 def test_a_bad_tenant_in_the_path_is_400(http, name):
     response = Caller(http, name).rest("GET", "/tasks")
     assert response.status_code == 400, response.text
@@ -415,12 +416,18 @@ def test_a_bad_tenant_in_the_path_is_400(http, name):
 
 
 def test_a_route_named_tenant_never_shadows_the_route(http):
-    """`/tasks/tasks` is the task `tasks` (not the list of a tenant `tasks`), `/v1/tasks/x` a 0.3
-    read: the routes stay what they were."""
+    """Under a route's own name a path stays what it was before tenants: `/tasks/tasks` is the
+    task `tasks`, `/v1/tasks/x` a 0.3 read, `/v1/tasks` and `/healthz/tasks` no route at all."""
     caller = Caller(http, None)
     assert caller.rest("GET", "/tasks/tasks").json()["error"]["status"] == "NOT_FOUND"
     v03 = http.get("/v1/tasks/x", headers={"Authorization": f"Bearer {ALICE}"})
     assert v03.status_code == 404 and "Task" in v03.text, v03.text
+    for path in ("/v1/tasks", "/healthz/tasks", "/metrics/message:send", "/console/tasks/x"):
+        method = "POST" if path.endswith(":send") else "GET"
+        response = http.request(method, path, headers=caller.headers, json={})
+        assert response.status_code == 404, (path, response.text)
+        reason = response.json()["error"]["details"][0]["reason"]
+        assert reason == "METHOD_NOT_FOUND", (path, response.text)
 
 
 def test_a_non_string_or_empty_tenant(http, marker):
