@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterator
+from dataclasses import replace
 from typing import Any
 
 import httpx
@@ -16,8 +17,10 @@ import pytest
 from a2a.client import A2ACardResolver, ClientConfig, ClientFactory
 from a2a.types import GetTaskRequest, Message, Part, Role, SendMessageRequest
 
+from app.client.a2a_client import A2AClient
 from stores.tenants import ROUTE_NAMES
 from tests.e2e.harness import (
+    A2A_HEADERS,
     TERMINAL_STATES,
     ServerProcess,
     SSEStream,
@@ -383,6 +386,23 @@ async def test_the_sdk_client_follows_the_cards_tenant(server, binding, marker):
         # It sent the card's tenant: the task is the tenant's, not outside every tenant.
         assert (await http.get(f"{server.url}/{CARD_TENANT}/tasks/{task_id}")).status_code == 200
         assert (await http.get(f"{server.url}/tasks/{task_id}")).status_code == 404
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_our_own_client_follows_the_cards_tenant(server, binding, marker):
+    """`a2a` and the remote-agent tools reach an agent through app/client: it sends the tenant
+    the chosen interface names, on every call."""
+    headers = {"Authorization": f"Bearer {ALICE}"}
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+        client = await A2AClient.connect(http, server.url, headers=headers)
+        assert client.endpoint.tenant == CARD_TENANT
+        client.endpoint = replace(client.endpoint, binding=binding)
+        events = [event async for event in client.stream(client.message(f"ours {marker}"))]
+        task_id = events[0].payload["id"]
+        assert (await client.get_task(task_id))["id"] == task_id
+        assert task_id in [task["id"] for task in await client.list_tasks()]
+        got = await http.get(f"{server.url}/tasks/{task_id}", headers={**headers, **A2A_HEADERS})
+        assert got.status_code == 404, "the task was made outside the card's tenant"
 
 
 # ---- bad tenants -----------------------------------------------------------------------------------
