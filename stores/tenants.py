@@ -85,8 +85,3 @@ def tenant_of(owner: str) -> str | None:
     """The tenant of a tenant-qualified owner; None for an owner outside every tenant."""
     head, separator, _ = owner.partition(_SEPARATOR)
     return head if separator and is_tenant_name(head) else None
-
-
-def principal_owner(owner: str) -> str:
-    """The principal's own owner within a (perhaps tenant-qualified) owner."""
-    return owner[len(tenant) + 1 :] if (tenant := tenant_of(owner)) is not None else owner
