@@ -52,6 +52,7 @@ from app.a2a.operations import Operations
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
+from app.http.tenants import Tenants
 from app.ops.metrics import Metrics
 from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
@@ -241,6 +242,7 @@ def build_services(
         authenticator,
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
+        tenants=Tenants(settings.a2a_tenants, card_tenant=settings.a2a_tenant),
     )
     registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
     if settings.agent_tools_requiring_approval:

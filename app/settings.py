@@ -20,6 +20,8 @@ from app.settings_fields import (
     OutboundAllowList,
     RateLimitSpec,
     RedisUrl,
+    TenantName,
+    TenantNames,
     extended_card_fields,
 )
 from stores.base import DEFAULT_TASK_TTL_S
@@ -44,6 +46,14 @@ class Settings(BaseSettings):
         None,
         description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
         " the public card for authenticated callers (its `skills` are added to the public ones).",
+    )
+    a2a_tenant: TenantName = Field(
+        None, description="The tenant the card's interfaces name, and every 0.3 request's."
+    )
+    a2a_tenants: TenantNames = Field(
+        default_factory=list,
+        description="Comma-separated tenant names served, and A2A_TENANT (another: 404); unset ="
+        " any tenant name, each tenant a scope of its own (docs/protocol.md#tenants).",
     )
     a2a_card_v03: bool = Field(
         True,

@@ -15,6 +15,7 @@ from pydantic_settings import NoDecode
 
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
+from stores.tenants import check_tenant_names
 
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 
@@ -68,6 +69,17 @@ def _rate_limit(value: str | None) -> str | None:
     return value
 
 
+def _tenant_names(value: list[str]) -> list[str]:
+    check_tenant_names(value)  # raises ValueError saying what is wrong with the first bad one
+    return value
+
+
+def _tenant_name(value: str | None) -> str | None:
+    if value is not None:
+        check_tenant_names([value])
+    return value
+
+
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_commas)]
 """A comma-separated list in the environment (not JSON)."""
 OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
@@ -75,3 +87,5 @@ OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
 RedisUrl = Annotated[str | None, AfterValidator(_redis_scheme)]
 ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
+TenantName = Annotated[str | None, AfterValidator(_tenant_name)]
+TenantNames = Annotated[CommaList, AfterValidator(_tenant_names)]

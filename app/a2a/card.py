@@ -121,8 +121,11 @@ def build_card(
         "description": description,
         "version": package_version(),
         # 1.0 interfaces first: clients that take the first interface of a binding get 1.0.
+        # A2A_TENANT on every interface: 1.0 clients send it with every request (0.3 ones cannot,
+        # and are served within it).
         "supportedInterfaces": [
             {"url": url, "protocolBinding": binding, "protocolVersion": version}
+            | ({"tenant": settings.a2a_tenant} if settings.a2a_tenant else {})
             for version in ("1.0", "0.3")
             for binding in ("JSONRPC", "HTTP+JSON")
         ],
