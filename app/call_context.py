@@ -1,11 +1,11 @@
 """Who is calling, and how: built once per request at the edge, then passed to the handler.
 
 Like a2a-python's `ServerCallContext`, but immutable and typed: the authenticated `Principal`
-(whose `owner` scopes every store key), and the request's protocol parameters that the
-handler, the engine and later push, 0.3 and tools need (trace context, `Last-Event-ID`,
-`A2A-Version`, `A2A-Extensions`). Nothing here is parsed into protocol meaning: the raw
-`Last-Event-ID` is checked by the operation that uses it, the version by the binding, the
-extensions by the edge's `activate` (app/extensions.py).
+and the tenant the request names (together the `owner` that scopes every store key), and the
+request's protocol parameters that the handler, the engine and later push, 0.3 and tools need
+(trace context, `Last-Event-ID`, `A2A-Version`, `A2A-Extensions`). Nothing here is parsed into
+protocol meaning: the raw `Last-Event-ID` is checked by the operation that uses it, the version
+by the binding, the extensions by the edge's `activate` (app/extensions.py).
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Literal
 
 from agent.tracing import current_carrier
 from stores.base import ANONYMOUS
+from stores.tenants import tenant_owner
 
 AuthScheme = Literal["none", "api-key", "jwt"]
 """How a principal was authenticated: not at all, by an API key, by a bearer JWT."""
@@ -67,6 +68,9 @@ class CallContext:
     """One request's caller and protocol parameters. Immutable; build it with `from_request`."""
 
     principal: Principal = ANONYMOUS_PRINCIPAL
+    tenant: str | None = None
+    """The tenant the request names (checked at the edge: app.http.tenants), None for none:
+    what the principal makes within it is another owner's than what it makes outside."""
     trace_carrier: Mapping[str, str] = field(default_factory=dict, hash=False)
     """The W3C trace context (`traceparent`, `tracestate`) the turn joins: the request span's
     when requests are traced, else the client's."""
@@ -85,12 +89,13 @@ class CallContext:
     """Finds the base URL the client reached this server at: worked out only if asked for (one
     operation does: the extended card), not for every request."""
 
+    owner: str = field(init=False, compare=False, repr=False)
+    """The owner scoping every store key: the principal's, within the tenant if any (composed
+    once here: a request reads it several times)."""
+
     def __post_init__(self) -> None:
         object.__setattr__(self, "trace_carrier", _frozen(self.trace_carrier))
-
-    @property
-    def owner(self) -> str:
-        return self.principal.owner
+        object.__setattr__(self, "owner", tenant_owner(self.tenant, self.principal.owner))
 
     @property
     def base_url(self) -> str | None:
@@ -103,6 +108,7 @@ class CallContext:
         headers: Mapping[str, str],
         *,
         principal: Principal = ANONYMOUS_PRINCIPAL,
+        tenant: str | None = None,
         query: Mapping[str, str] | None = None,
         base_url_of: Callable[[], str] | None = None,
         activate: Activate | None = None,
@@ -123,6 +129,7 @@ class CallContext:
         )
         return cls(
             principal=principal,
+            tenant=tenant,
             # The request span when requests are traced (itself a child of the client's
             # `traceparent`), else the client's headers as they came.
             trace_carrier=current_carrier()

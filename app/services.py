@@ -45,12 +45,14 @@ from agent.tools.control import ASK_USER, FINISH
 from agent.tools.function import FunctionTool, load_tool_functions
 from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
 from agent.tools.toolbox import Toolbox
-from app.a2a.card import build_extended_card, card_base_url, declared_extensions, package_version
+from app.a2a.card import card_base_url, declared_extensions, package_version, signed_extended_card
+from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
+from app.http.tenants import Tenants
 from app.ops.metrics import Metrics
 from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
@@ -174,6 +176,7 @@ class Services:
 
     settings: Settings
     authenticator: Authenticator
+    card_signer: CardSigner | None
     toolbox: Toolbox
     llm: LLMClient
     stores: StoreSet
@@ -224,6 +227,7 @@ def build_services(
     """Every part of the server from `settings`, plus what an embedding program adds (see
     `create_app`). Refuses unsafe authentication settings (AuthConfigurationError)."""
     authenticator = build_authenticator(settings)
+    card_signer = build_card_signer(settings)  # refuses a key it cannot use (CardSigningError)
     toolbox = build_toolbox(settings, tools=tools or [], providers=tool_providers or [])
     if settings.agent_profile == TCK_PROFILE:
         hooks = [TckHooks(), *(hooks or [])]
@@ -241,6 +245,7 @@ def build_services(
         authenticator,
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
+        tenants=Tenants(settings.a2a_tenants, card_tenant=settings.a2a_tenant),
         extensions=declared_extensions(settings, [*registered_hooks, *toolbox.providers]),
     )
     hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
@@ -308,8 +313,8 @@ def build_services(
     operations = Operations(
         handler,
         limits=RequestLimits.from_settings(settings),
-        extended_card=lambda url, with_v03: build_extended_card(
-            settings, toolbox.specs, url, with_v03, edge.extensions
+        extended_card=partial(
+            signed_extended_card, settings, toolbox, card_signer, edge.extensions
         ),
         pushes=pushes,
         push_policy=push_policy(settings),
@@ -318,6 +323,7 @@ def build_services(
     return Services(
         settings=settings,
         authenticator=authenticator,
+        card_signer=card_signer,
         toolbox=toolbox,
         llm=llm_client,
         stores=stores,

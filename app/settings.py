@@ -21,6 +21,8 @@ from app.settings_fields import (
     OutboundAllowList,
     RateLimitSpec,
     RedisUrl,
+    TenantName,
+    TenantNames,
     extended_card_fields,
 )
 from stores.base import DEFAULT_TASK_TTL_S
@@ -51,10 +53,29 @@ class Settings(BaseSettings):
         description="A2A extensions the agent supports (card `capabilities.extensions`): a JSON"
         " list of `{uri, description, required, params}`, or a JSON or YAML file's path.",
     )
+    a2a_tenant: TenantName = Field(
+        None, description="The tenant the card's interfaces name, and every 0.3 request's."
+    )
+    a2a_tenants: TenantNames = Field(
+        default_factory=list,
+        description="Comma-separated tenant names served, and A2A_TENANT (another: 404); unset ="
+        " any tenant name, each tenant a scope of its own (docs/protocol.md#tenants).",
+    )
     a2a_card_v03: bool = Field(
         True,
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
         " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
+    )
+    a2a_card_signing_key: str | None = Field(
+        None,
+        description="Path of a PEM private key (EC P-256, RSA or Ed25519) that signs the agent"
+        " cards (a JWS in `signatures`; its public key at `/.well-known/jwks.json`); unset: none.",
+    )
+    a2a_card_signing_kid: str | None = Field(
+        None, description="The signing key's `kid`; unset = its RFC 7638 JWK thumbprint."
+    )
+    a2a_card_signing_extra_jwks: str | None = Field(
+        None, description="Old public keys served beside it (rotation): a JWKS, or its file's path."
     )
     # --- the agent: prompt, tools, hooks
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
@@ -81,7 +102,8 @@ class Settings(BaseSettings):
     agent_remote_agents: str | None = Field(
         None,
         description="Other A2A agents as tools: agent card URLs, comma-separated, or a JSON list"
-        ' of `{"url", "headers"}`; each becomes a tool named after the agent.',
+        ' of `{"url", "headers", "require_signed_card"}` (true: only if its card\'s signature'
+        " verifies); each becomes a tool named after the agent.",
     )
     agent_max_call_depth: int = Field(
         3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
@@ -214,9 +236,7 @@ class Settings(BaseSettings):
         " (503 beyond).",
     )
     a2a_max_turns_per_principal: int = Field(
-        16,
-        ge=1,
-        description="Turns of one principal running at once on this replica (503 beyond).",
+        16, ge=1, description="Turns of one principal running at once on this replica (503 beyond)."
     )
     # --- connections and shutdown
     a2a_shutdown_grace_s: float = Field(
@@ -234,15 +254,11 @@ class Settings(BaseSettings):
     a2a_stream_keepalive_s: float = Field(
         15.0,
         gt=0,
-        description=(
-            "An open stream without an event for this long gets an SSE comment, so that proxies"
-            " and load balancers keep its connection open."
-        ),
+        description="An open stream without an event for this long gets an SSE comment, so that"
+        " proxies and load balancers keep its connection open.",
     )
     a2a_body_timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="A request body that stops arriving for this long is refused (408).",
+        30.0, gt=0, description="A request body that stops arriving for this long is refused (408)."
     )
     a2a_header_timeout_s: float = Field(
         10.0,

@@ -16,6 +16,7 @@ from pydantic_settings import NoDecode
 from agent.extensions import AgentExtension, extensions_from
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
+from stores.tenants import check_tenant_names
 
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 
@@ -96,6 +97,17 @@ def _rate_limit(value: str | None) -> str | None:
     return value
 
 
+def _tenant_names(value: list[str]) -> list[str]:
+    check_tenant_names(value)  # raises ValueError saying what is wrong with the first bad one
+    return value
+
+
+def _tenant_name(value: str | None) -> str | None:
+    if value is not None:
+        check_tenant_names([value])
+    return value
+
+
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_commas)]
 """A comma-separated list in the environment (not JSON)."""
 OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
@@ -105,3 +117,5 @@ ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
 ExtensionList = Annotated[list[AgentExtension], NoDecode, BeforeValidator(declared_extensions)]
 """A2A_EXTENSIONS: declarations read (inline or from a file) and checked at start-up."""
+TenantName = Annotated[str | None, AfterValidator(_tenant_name)]
+TenantNames = Annotated[CommaList, AfterValidator(_tenant_names)]

@@ -17,7 +17,7 @@ from app.a2a.binding import echo_extensions
 from app.a2a.sse import JournalStream, frame
 from app.a2a.versions import Generation, check_version
 from app.call_context import CallContext
-from app.errors import A2AError, InvalidParamsError, as_a2a_error
+from app.errors import A2AError, InvalidParamsError, MethodNotFoundError, as_a2a_error
 from app.http.edge import Edge
 from app.http.json_body import (
     JsonObject,
@@ -29,6 +29,7 @@ from app.http.json_body import (
 from app.http.responses import error_response
 from app.ops.metrics import Metrics, RequestRecord
 from stores.models import JournalEntry
+from stores.tenants import ROUTE_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -84,7 +85,19 @@ def guarded(
             record.method = _REST_ACTIONS.get((request.method, action), method)
         context: CallContext | None = None
         try:
-            context = await edge.context(request)
+            # The tenant is the path's (`/{tenant}/...`): a `tenant` in the body or the query
+            # is not read, as a2a-sdk does (its client writes the same tenant in both). 0.3
+            # has no tenant: its routes are within the card's.
+            tenant = (
+                request.path_params.get("tenant")
+                if generation == "1.0"
+                else edge.tenants.card_tenant
+            )
+            if generation == "1.0" and tenant in ROUTE_NAMES:
+                # `/v1/tasks`, `/healthz/tasks`: a path under a route of its own is answered as
+                # it was before tenants, not as a tenant's (whose name would be refused).
+                raise MethodNotFoundError(f"{request.method} {request.url.path} is not a route")
+            context = await edge.context(request, tenant=tenant)
             record.owner = context.owner
             check_version(request, generation)
             return echo_extensions(await endpoint(request, context), context)

@@ -63,6 +63,16 @@ def _task_id_of(params: JsonObject) -> str | None:
     return task_id if isinstance(task_id, str) else None
 
 
+def _tenant_of(payload: Any, *, v03_tenant: str | None) -> object:
+    """The raw `params.tenant` of a 1.0 request (checked by the edge). 0.3 has no tenant: a 0.3
+    method is served within `v03_tenant` (the card's), whatever its params hold."""
+    method = payload.get("method") if isinstance(payload, dict) else None
+    if isinstance(method, str) and generation_of(method) == "0.3":
+        return v03_tenant
+    params = payload.get("params") if isinstance(payload, dict) else None
+    return params.get("tenant") if isinstance(params, dict) else None
+
+
 def _is_notification(payload: JsonObject) -> bool:
     """A well-formed 1.0 request object with no "id" member (`"id": null` is a request).
 
@@ -131,7 +141,8 @@ class JsonRpcBinding(Binding):
                 parse_error = exc
             if isinstance(payload, dict):
                 request_id = _request_id(payload)
-            context = await self._edge.context(request)
+            tenant = _tenant_of(payload, v03_tenant=self._edge.tenants.card_tenant)
+            context = await self._edge.context(request, tenant=tenant)
             record.owner = context.owner
             if parse_error is not None:
                 raise parse_error

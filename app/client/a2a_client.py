@@ -13,7 +13,7 @@ import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -59,6 +59,8 @@ class Endpoint:
     url: str
     binding: str  # JSONRPC | HTTP+JSON
     generation: Generation
+    tenant: str | None = None
+    """The interface's `tenant` (1.0): sent with every request, as the spec asks a client to."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ def choose_endpoint(card: dict[str, Any]) -> Endpoint:
         version: Generation = (
             "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
         )
-        offered.append(Endpoint(interface["url"], interface.get("protocolBinding", ""), version))
+        binding, tenant = interface.get("protocolBinding", ""), interface.get("tenant") or None
+        offered.append(Endpoint(interface["url"], binding, version, tenant))
     if card.get("url"):
         offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))
         for interface in card.get("additionalInterfaces") or []:
@@ -267,10 +270,16 @@ class A2AClient:
     # --- the wire ---
 
     def _rest_url(self, path: str) -> str:
-        prefix = "" if self.endpoint.generation == "1.0" else "/v1"
-        return f"{self.endpoint.url.rstrip('/')}{prefix}{path}"
+        endpoint = self.endpoint
+        if endpoint.generation == "0.3":
+            prefix = "/v1"
+        else:  # the proto's `/{tenant}/...` copy of every route
+            prefix = f"/{quote(endpoint.tenant, safe='')}" if endpoint.tenant else ""
+        return f"{endpoint.url.rstrip('/')}{prefix}{path}"
 
     def _rpc_request(self, method: str, params: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        if self.endpoint.tenant and self.endpoint.generation == "1.0":
+            params = {**params, "tenant": self.endpoint.tenant}
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
         return "POST", self.endpoint.url, body
 
