@@ -9,8 +9,10 @@ declares, and the ones that are on for a request.
       -> echoed: the response's `A2A-Extensions` names exactly the activated ones (none: no
          header), on a result and on an error alike once activation has succeeded
 
-Activation is done by the edge for every A2A operation (app/http/edge.py); a binding without an
-HTTP request (gRPC) calls `Extensions.negotiate` with its metadata's values instead.
+Activation is done by the edge for every A2A operation (`Edge.context_of`, app/http/edge.py),
+so a binding that builds its call context there (gRPC, from its metadata) activates them the
+same way and echoes `echo_headers(context)`; one that reads the requested URIs itself calls
+`Extensions.negotiate` instead.
 """
 
 from __future__ import annotations
