@@ -21,7 +21,9 @@ from agent.runtime.supervisor import TurnSupervisor
 from agent.tools.base import ToolProvider, ToolSpec
 from app.call_context import CallContext
 from app.errors import ExtensionSupportRequiredError
-from app.extensions import ExtensionDeclarationError, Extensions, echo_headers
+from app.extensions import ExtensionDeclarationError, Extensions, echo_headers, echoed
+from app.http.auth import Authenticator
+from app.http.edge import Edge
 from app.main import create_app
 from app.settings import Settings
 
@@ -105,6 +107,17 @@ def test_the_headers_are_read_under_both_names_and_echoed_as_the_client_spoke() 
     plain = CallContext.from_request({"A2A-Extensions": B}, activate=extensions.activate)
     assert echo_headers(plain) == {"A2A-Extensions": B}
     assert echo_headers(CallContext.from_request({}, activate=extensions.activate)) == {}
+
+
+async def test_the_edge_activates_them_for_a_grpc_binding_from_its_metadata() -> None:
+    required = Extensions([AgentExtension(uri=REQUIRED, required=True), AgentExtension(uri=A)])
+    edge = Edge(Authenticator(), extensions=required)
+    metadata = {"a2a-extensions": f"{REQUIRED}, urn:x", "x-a2a-extensions": A}
+    context = await edge.context_of(metadata)
+    assert context.activated_extensions == {REQUIRED, A}
+    assert echoed(context.activated_extensions) == f"{A}, {REQUIRED}"
+    with pytest.raises(ExtensionSupportRequiredError):
+        await edge.context_of({"a2a-extensions": A})
 
 
 def test_the_operator_declaration_wins_over_a_plugins_and_a_bad_one_is_refused() -> None:
