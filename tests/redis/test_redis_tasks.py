@@ -463,7 +463,7 @@ async def test_every_key_has_a_ttl_refreshed_by_activity(
     task = make_task()
     await tasks.create(task, owner=OWNER)
     keys = await keys_with_prefix(client, prefix)
-    assert len(keys) == 4  # snapshot hash, journal, owner index, context index
+    assert len(keys) == 6  # snapshot hash, journal, owner and context indexes (by time, by state)
     for key in keys:
         assert 0 < await client.ttl(key) <= 2 * TTL_S, key
 
