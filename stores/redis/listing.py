@@ -6,16 +6,15 @@ the owner's slot:
     by time    score = status time (ms)                              no state filter
     by state   score = STATE_CODES[state] * 2^42 + status time (ms)   a state filter: one range
 
-A page is one ZRANGE BYSCORE REV LIMIT on the index and range of its query: O(log N + page), the
-same for an owner of 100 tasks as for one of 10,000. Redis orders equal scores by their members'
-bytes, which is the order of (ms, task id) descending that the in-memory store sorts by, and its
-cursor, (ms, task id), resumes by rank: ZREVRANK of the cursor's task while it is at that score,
-else (it moved or expired since) past the members of the cursor's millisecond that sort at or above
-it. `status_after` is the range's lowest score; its own millisecond is checked to the microsecond
-(the task's `us`). `total_size` is ZCOUNT of the range. One index by state rather than one per
-state: a state change is a ZADD of the new score, in the same key, which needs no knowledge of the
-old state (on a cluster the index step follows the task script and cannot read the task), and no
-entry of an old state can be left behind in another key.
+A page is one ZRANGE BYSCORE REV LIMIT on its query's index and range: O(log N + page). Redis
+orders equal scores by member bytes, the order of (ms, task id) descending that the in-memory
+store sorts by; the cursor, (ms, task id), resumes by rank (ZREVRANK of its task while that is at
+its score; else past the members of its millisecond that sort at or above it). `status_after` is
+the range's lowest score, its own millisecond checked to the microsecond (the task's `us`);
+`total_size` is ZCOUNT of the range. One index by state, not one per state: a state change is a
+ZADD of a new score in the same key, with no need to know the old state (on a cluster the index
+step follows the task script and cannot read the task), and no entry can be left behind under an
+old state in another key.
 
 Entries are checked against the tasks' hashes (state, ms, us), fetched with the snapshots in one
 pipeline. An entry whose task is gone (expired) or whose score the hash disagrees with (the index
@@ -61,17 +60,13 @@ from stores.redis.support import (
 
 logger = logging.getLogger(__name__)
 
+_S = TaskState
 STATE_CODES: Final[dict[str, int]] = {
-    TaskState.UNSPECIFIED.value: 0,
-    TaskState.SUBMITTED.value: 1,
-    TaskState.WORKING.value: 2,
-    TaskState.COMPLETED.value: 3,
-    TaskState.FAILED.value: 4,
-    TaskState.CANCELED.value: 5,
-    TaskState.INPUT_REQUIRED.value: 6,
-    TaskState.REJECTED.value: 7,
-    TaskState.AUTH_REQUIRED.value: 8,
-}
+    state.value: code
+    for code, state in enumerate((_S.UNSPECIFIED, _S.SUBMITTED, _S.WORKING, _S.COMPLETED,
+                                  _S.FAILED, _S.CANCELED, _S.INPUT_REQUIRED, _S.REJECTED,
+                                  _S.AUTH_REQUIRED))
+}  # fmt: skip
 """Stored in every by-state score: a state keeps its code forever (a new one takes a new code)."""
 _OTHER_STATE = 15  # a state this version does not know (written by a newer one)
 _MS_SPAN = 1 << 42  # ms until the year 2109; 16 states * 2^42 < 2^53, exact in a double
@@ -85,9 +80,7 @@ def state_score(state: str, ms: int) -> int:
 
 @dataclass(frozen=True, slots=True)
 class _Fields:
-    """A task's listing fields, from its hash."""
-
-    state: str
+    state: str  # a task's listing fields, from its hash
     ms: int
     us: int
 
@@ -328,31 +321,34 @@ class TaskLists:
             for task_id in missing:
                 pipe.hmget(self._keys.task(owner, task_id), ["state", "ms"])
 
-        scores: dict[str, int] = {}
+        scores: dict[str, float] = {}
+        gone: list[str] = []
         for task_id, (state, ms) in zip(
             missing, await run_pipeline(self._redis, fetch), strict=True
         ):
+            if state is None:
+                gone.append(task_id)
+                continue
             try:
                 scores[task_id] = state_score(text(state), int(ms))
-            except (TypeError, ValueError):
-                pass  # gone or unreadable: the by-time list leaves it out (and drops it)
+            except (TypeError, ValueError):  # unreadable: no state's range (lists leave it out)
+                scores[task_id] = state_score("", 0)
 
         def write(pipe: AnyPipeline) -> None:
             if scores:
-                pipe.zadd(by_state, scores)  # type: ignore[arg-type]
+                pipe.zadd(by_state, scores)
                 pipe.pexpire(by_state, self._index_ttl_ms)
+            if gone:
+                pipe.zrem(by_time, *gone)
 
-        if scores:
-            await run_pipeline(self._redis, write)
+        await run_pipeline(self._redis, write)
         logger.info("a task list index by state was rebuilt: %d tasks added", len(scores))
 
 
 @dataclass(frozen=True, slots=True)
 class _Batch:
-    """Entries (score, task id) in list order; `exhausted`: the range has no more."""
-
     entries: builtins.list[tuple[int, str]]
-    exhausted: bool
+    exhausted: bool  # the range has no more entries past these (score, task id), in list order
 
 
 @dataclass(frozen=True, slots=True)
@@ -376,11 +372,14 @@ def _bound(score: float) -> str:
     return str(int(score))
 
 
-def _pairs(flat: Any) -> builtins.list[tuple[int, str]]:
-    """A ZRANGE ... WITHSCORES reply (member, score, ...) as (score, task id) pairs."""
-    if not flat:
+def _pairs(reply: Any) -> builtins.list[tuple[int, str]]:
+    """A ZRANGE ... WITHSCORES reply, flat (from a script) or paired (by redis-py), as (score,
+    task id) pairs."""
+    if not reply:
         return []
-    return [(int(float(flat[i + 1])), text(flat[i])) for i in range(0, len(flat), 2)]
+    if isinstance(reply[0], (list, tuple)):
+        return [(int(float(score)), text(member)) for member, score in reply]
+    return [(int(float(reply[i + 1])), text(reply[i])) for i in range(0, len(reply), 2)]
 
 
 def _render(scan: _Scan, page_size: int, total: int) -> TaskPage:
