@@ -365,16 +365,11 @@ def _cursor_args(span: _Range, start: tuple[int, bytes] | None, count: int) -> l
 
 
 def _bound(score: float) -> str:
-    if score == float("inf"):
-        return "+inf"
-    if score == float("-inf"):
-        return "-inf"
-    return str(int(score))
+    return {float("inf"): "+inf", float("-inf"): "-inf"}.get(score) or str(int(score))
 
 
 def _pairs(reply: Any) -> builtins.list[tuple[int, str]]:
-    """A ZRANGE ... WITHSCORES reply, flat (from a script) or paired (by redis-py), as (score,
-    task id) pairs."""
+    """ZRANGE ... WITHSCORES, flat (a script's) or paired (redis-py's), as (score, task id)."""
     if not reply:
         return []
     if isinstance(reply[0], (list, tuple)):

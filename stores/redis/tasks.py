@@ -2,7 +2,7 @@
 
     publish(event [, snapshot]) --EVALSHA (one slot: {task})--> HINCRBY seq, XADD "<seq>-1",
             |                                                   [HSET snapshot + pos], PEXPIRE
-            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the list indexes
+            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the 4 list indexes
             v
     p:journal:<owner>:{<task>} --XREAD BLOCK from "<after>-1"--> readers on any replica
 
@@ -14,9 +14,10 @@ that is still being created, which makes it safe for `list` to drop entries whos
 (expired). Both steps are answered in one reply, so a caller told that `create` succeeded knows
 the task is indexed; if the connection is cut in between, the caller gets StoreUnavailable (the
 task may then exist unlisted, as an abandoned create). A publish only moves an existing entry
-(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list` filters and
-orders on the snapshot's own state and time (kept beside it in the hash), never on the index
-score, so a stale score cannot give a wrong answer.
+(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list`
+(stores.redis.listing) reads a page by index score and checks each entry against the state and
+time kept beside the snapshot in the hash: an entry with a stale score is left out and repaired,
+never listed wrongly.
 
 Blocking reads go to `read_client`, a client of its own with no socket timeout shorter than the
 longest block, so that waiting readers never take the connections that publishes need. On one Redis
