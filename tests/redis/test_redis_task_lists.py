@@ -20,6 +20,8 @@ from stores.codec import dump_task
 from stores.memory import InMemoryTaskStore
 from stores.models import StatusUpdate, Task, TaskState, TaskStatus
 from stores.redis.keys import RedisKeys
+from stores.redis.listing import state_score
+from stores.redis.scripts import REPAIR_LISTING
 from stores.redis.support import timestamp_ms, timestamp_us
 from stores.redis.tasks import RedisTaskStore
 from tests.redis.conftest import REDIS_URL
@@ -263,3 +265,22 @@ async def test_an_index_from_before_the_by_state_one_is_rebuilt(backend: Backend
         assert await all_pages(store, query) == await all_pages(memory, query), query
     assert await client.zcard(keys.owner_tasks_by_state(OWNER)) == 8
     assert 0 < await client.pttl(keys.owner_tasks_by_state(OWNER))
+
+
+async def test_a_repair_leaves_an_entry_that_moved_since_it_was_read(backend: Backend) -> None:
+    """A list reads an entry, a publish moves the task, then the list's repair comes: the entry
+    keeps the publish's scores (a repair acts only on an entry still at the score it read)."""
+    store, client, keys = backend.store, backend.client, backend.keys
+    task = make_task("raced", "ctx", S.WORKING, T0)
+    await store.create(task, owner=OWNER)
+    pair = [keys.owner_tasks(OWNER), keys.owner_tasks_by_state(OWNER)]
+    read_at = timestamp_ms(T0)
+    moved = await move(store, task, S.COMPLETED, T0 + timedelta(seconds=3))
+    now_ms = timestamp_ms(moved.status.timestamp)
+    stale_fix = [3_600_000, 1, task.id, read_at, read_at + 1, state_score(S.WORKING.value, 0)]
+    await REPAIR_LISTING(client, pair, stale_fix)
+    await REPAIR_LISTING(client, pair, [3_600_000, 1, task.id, read_at, "", ""])  # "gone"
+    assert await client.zscore(pair[0], task.id) == now_ms
+    assert await client.zscore(pair[1], task.id) == state_score(S.COMPLETED.value, now_ms)
+    page = await store.list(TaskQuery(state=S.COMPLETED), owner=OWNER)
+    assert [t.id for t in page.tasks] == ["raced"] and page.total_size == 1
