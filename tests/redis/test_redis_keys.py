@@ -66,13 +66,17 @@ def test_conversation_and_index_tags() -> None:
         assert hash_tag(keys.claim(owner, context_id)) == encode(context_id)
         assert hash_tag(keys.owner_tasks(owner)) == encode(owner)
         assert hash_tag(keys.context_tasks(owner, context_id)) == encode(owner)
+        assert hash_tag(keys.owner_tasks_by_state(owner)) == encode(owner)
+        assert hash_tag(keys.context_tasks_by_state(owner, context_id)) == encode(owner)
 
 
 def test_no_two_owner_task_pairs_share_a_key() -> None:
     keys = RedisKeys("a2a")
     built = [keys.task(o, t) for o, t in itertools.product(NASTY, NASTY)]
     built += [keys.context_tasks(o, c) for o, c in itertools.product(NASTY, NASTY)]
+    built += [keys.context_tasks_by_state(o, c) for o, c in itertools.product(NASTY, NASTY)]
     built += [keys.owner_tasks(o) for o in NASTY]
+    built += [keys.owner_tasks_by_state(o) for o in NASTY]
     assert len(set(built)) == len(built)
     # "a:b" + "c" must not meet "a" + "b:c"
     assert keys.task("a:b", "c") != keys.task("a", "b:c")
