@@ -14,7 +14,7 @@ ROOT = Path(__file__).resolve().parent.parent
 def test_readme_configuration_table_matches_settings() -> None:
     readme = (ROOT / "README.md").read_text()
     assert configuration_table() in readme, (
-        "README's configuration table drifted from app/settings.py; paste the output of\n"
+        "README's configuration table drifted from app/settings/; paste the output of\n"
         "  .venv/bin/python -c 'from app.settings import configuration_table as t; print(t())'"
     )
 

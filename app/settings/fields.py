@@ -1,7 +1,7 @@
 """The field types behind `Settings`: how a value is read from the environment and checked.
 
-Kept beside settings.py so that the settings read as one table (name, type, default, description)
-and each check is written once, as the type of the fields it applies to.
+Kept beside the settings groups so that they read as one table (name, type, default,
+description) and each check is written once, as the type of the fields it applies to.
 """
 
 from __future__ import annotations
