@@ -7,12 +7,11 @@
         TurnSuspended         --> INPUT_REQUIRED with the question; the lease is released
         TurnCompleted/Failed  --> final chunk, snapshot and terminal state
     every write: TaskStore.publish(JournalWrite(event [, snapshot], fence, chunks not yet
-                 written)) -- retried while the store is down
+                 written)) -- retried while the store is down (and `on_store_unavailable` told)
 
 State changes made outside a running turn (a cancel, an answer, a takeover's failure) go through
 `record_state`, so there is one way a task's state is written. The scheduler (`TaskRunner`)
-decides when turns run; this module only turns what they do into stored facts.
-"""
+decides when turns run; this module turns what they do into stored facts."""
 
 from __future__ import annotations
 
@@ -84,12 +83,14 @@ class TurnPublisher:
         checkpoints: CheckpointStore,
         leases: LeaseStore,
         observer: TurnObserver,
+        on_store_unavailable: Callable[[str], None] | None = None,
     ) -> None:
         self._tasks = tasks
         self._messages = messages
         self._checkpoints = checkpoints
         self._leases = leases
         self.observer = observer
+        self._unavailable = on_store_unavailable or observer.on_store_unavailable
 
     def turn(
         self,
@@ -295,7 +296,7 @@ class TurnPublisher:
         await persistently(
             lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner, fence=turn.fence),
             what="checkpoint save",
-            on_unavailable=self.observer.on_store_unavailable,
+            on_unavailable=self._unavailable,
         )
 
     async def _publish(
@@ -328,9 +329,7 @@ class TurnPublisher:
 
     def _persist(self, write: Callable[[], Awaitable[int]]) -> Awaitable[int]:
         """A journal write of the turn, retried while the store is unavailable."""
-        return persistently(
-            write, what="event publish", on_unavailable=self.observer.on_store_unavailable
-        )
+        return persistently(write, what="event publish", on_unavailable=self._unavailable)
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task

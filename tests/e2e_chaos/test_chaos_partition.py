@@ -7,6 +7,9 @@ JSON-RPC) and another follows it on A over HTTP+JSON (POST /tasks/{id}:subscribe
 
 * A answers its clients with the clean store-unavailable error within seconds (GetTask,
   SendMessage, GET /tasks/{id}, POST /message:send) and fails /readyz (outage_probes.py);
+* a blocking SendMessage waiting on A for its turn is answered within STREAM_END_BOUND_S with
+  the store-unavailable error naming its task (ErrorInfo metadata taskId), which the client
+  then reads on B, completed: B took that turn over too;
 * both streams open on A end within STREAM_END_BOUND_S with an error their clients can act on:
   JSON-RPC's last event a -32603 error with ErrorInfo STORE_UNAVAILABLE, REST's an `event: error`
   with the AIP-193 503 (not keep-alives for the whole cut while B runs the turn);
@@ -24,8 +27,9 @@ streamed turn. The journal, the task and the conversation are checked as after a
 from __future__ import annotations
 
 import time
+import uuid
 from collections.abc import Iterator
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 from pathlib import Path
 from typing import Any
 
@@ -57,6 +61,7 @@ from tests.e2e_redis.support import (
     open_sse,
     rebuild_answer,
     state_of_event,
+    task_text,
     wait_ready,
 )
 from tests.fakes.fake_llm import text
@@ -128,6 +133,24 @@ def ended_within(stream: BackgroundStream, bound: float, what: str) -> list[str]
     return [f"{what}: {wrong}"] if wrong else []
 
 
+def blocking_send_refused(answered: Future[dict[str, Any]], bound: float) -> list[str]:
+    """[] if the blocking send was answered within `bound` with the store-unavailable error
+    naming its task; else what is wrong."""
+    try:
+        body = answered.result(timeout=bound)
+    except TimeoutError:
+        return [f"the blocking SendMessage on A: no answer {bound}s into the cut"]
+    error = body.get("error")
+    if error is None:
+        return [f"the blocking SendMessage on A answered during the cut: {body!r}"]
+    info = (error.get("data") or [{}])[0]
+    if error["code"] != -32603 or info.get("reason") != "STORE_UNAVAILABLE":
+        return [f"the blocking SendMessage on A: not the store-unavailable error: {error!r}"]
+    if not info.get("metadata", {}).get("taskId"):
+        return [f"the blocking SendMessage on A: the error does not name its task: {error!r}"]
+    return []
+
+
 def lease_lost_logged(server: ServerProcess, mark: int, task_id: str) -> bool:
     server.settle_log()
     return any(
@@ -148,16 +171,26 @@ def test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers(
     chunks = [f"p{round_}c{i:02d} " for i in range(40)]
     want = "".join(chunks)
     gated_llm.script(text(chunks, chunk_delay=0.1, when_user_contains=marker, times=2))
+    waiter = f"blocking-{round_}-{uuid.uuid4().hex[:8]}"  # a marker of its own: not `marker`
+    blocking_chunks = [f"b{round_}c{i:02d} " for i in range(40)]
+    gated_llm.script(text(blocking_chunks, chunk_delay=0.1, when_user_contains=waiter, times=2))
     target.mark_logs()
     a_mark = a.log_mark()
 
     on_a = stream_turn(a.url, f"go {marker}", "on-a")
     task_id = task_id_of(on_a)
     rest_on_a = rest_subscription(a.url, task_id)
+    rpc_blocking = RpcClient(a.url, timeout=60)
+    blocking = ThreadPoolExecutor(max_workers=1)
+    answered = blocking.submit(rpc_blocking.call, "SendMessage", send_params(f"wait {waiter}"))
     wait_until(
-        lambda: chunks_seen(on_a) >= 3 and chunks_seen(rest_on_a) >= 1,
+        lambda: (
+            chunks_seen(on_a) >= 3
+            and chunks_seen(rest_on_a) >= 1
+            and gated_llm.waiting(waiter) >= 1
+        ),
         30,
-        "both streams on A to get chunks",
+        "both streams on A to get chunks, and the blocking send's turn to start",
     )
     resume = round_ == 1  # once, what A sent during the cut reaches Redis after it
     proxy.cut()
@@ -166,6 +199,7 @@ def test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers(
         problems = probe_outage(a.url, task_id, marker)
         problems += ended_within(on_a, STREAM_END_BOUND_S, "A's JSON-RPC stream")
         problems += ended_within(rest_on_a, STREAM_END_BOUND_S, "A's HTTP+JSON stream")
+        problems += blocking_send_refused(answered, STREAM_END_BOUND_S)
         assert not problems, "while A was cut off:\n" + "\n".join(problems)
         seen, rest_seen = positioned(on_a.snapshot()), positioned(rest_on_a.snapshot())
         # Each client resubscribes on B, in its binding, from the last event it has.
@@ -177,6 +211,8 @@ def test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers(
             time.sleep(left)  # the cut lasts several lease periods whatever B's pace
     finally:
         proxy.heal(resume=resume)
+        blocking.shutdown(wait=True)
+        rpc_blocking.close()
 
     rpc_a, rpc_b = RpcClient(a.url, timeout=30), RpcClient(b.url, timeout=30)
     try:
@@ -187,6 +223,15 @@ def test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers(
         assert_contiguous(ids(union), "HTTP+JSON stream on A, then resubscribed on B")
         assert state_of_event(union[-1]) == "TASK_STATE_COMPLETED"
         assert rebuild_answer(union) == want, "HTTP+JSON stream on A, then resubscribed on B"
+
+        # The blocking send's task, named by its error, was finished by B.
+        blocking_task = answered.result()["error"]["data"][0]["metadata"]["taskId"]
+        wait_until(
+            lambda: rpc_b.get_task(blocking_task)["status"]["state"] == "TASK_STATE_COMPLETED",
+            TAKEOVER_S,
+            "B to finish the blocking send's turn",
+        )
+        assert task_text(rpc_b.get_task(blocking_task)) == "".join(blocking_chunks)
 
         # Healed: A finds out it lost the turn, is ready again by itself and serves.
         wait_until(
