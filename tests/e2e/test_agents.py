@@ -15,7 +15,16 @@ import pytest
 from a2a.client import A2ACardResolver
 from a2a.client.transports.jsonrpc import JsonRpcTransport
 from a2a.client.transports.rest import RestTransport
-from a2a.types import Message, Part, Role, SendMessageRequest, TaskState
+from a2a.compat.v0_3.jsonrpc_transport import CompatJsonRpcTransport
+from a2a.compat.v0_3.rest_transport import CompatRestTransport
+from a2a.types import (
+    Message,
+    Part,
+    Role,
+    SendMessageConfiguration,
+    SendMessageRequest,
+    TaskState,
+)
 
 from tests.e2e.harness import (
     A2A_HEADERS,
@@ -52,6 +61,7 @@ agents:
     system_prompt: PROMPT-WRITER writes.
     tools: []
     ask_user_tool: false
+    mcp_servers: "{{not json"
 """
 NAMES = ["triage", "research", "writer"]
 PROMPTS = {name: f"PROMPT-{name.upper()}" for name in NAMES}
@@ -225,20 +235,38 @@ def test_an_unknown_name_is_not_found_on_every_binding(http, clients):
     assert error["data"][0]["reason"] == "TENANT_NOT_FOUND"
 
 
-@pytest.mark.parametrize("transport", [JsonRpcTransport, RestTransport])
+SDK_TRANSPORTS = {
+    "jsonrpc-1.0": JsonRpcTransport,
+    "rest-1.0": RestTransport,
+    "jsonrpc-0.3": CompatJsonRpcTransport,
+    "rest-0.3": CompatRestTransport,
+}
+
+
+@pytest.mark.parametrize("kind", sorted(SDK_TRANSPORTS))
 async def test_the_sdk_client_resolves_an_agents_card_and_talks_to_it(
-    server, fake_llm, marker, transport
+    server, fake_llm, marker, kind
 ):
     fake_llm.script(text("hello from research", when_user_contains=marker))
     base = f"{server.url}/research"
-    async with httpx.AsyncClient(trust_env=False, timeout=30, headers=A2A_HEADERS) as client:
+    transport = SDK_TRANSPORTS[kind]
+    version = {"A2A-Version": kind.rpartition("-")[2]}
+    async with httpx.AsyncClient(trust_env=False, timeout=30, headers=version) as client:
         card = await A2ACardResolver(client, base).get_agent_card()
         assert card.name == "research"
         sdk = transport(client, card, base)
         message = Message(message_id=new_id("m-"), role=Role.ROLE_USER, parts=[Part(text=marker)])
-        result = await sdk.send_message(SendMessageRequest(message=message))
+        blocking = SendMessageConfiguration(return_immediately=False)
+        result = await sdk.send_message(SendMessageRequest(message=message, configuration=blocking))
     assert result.task.status.state == TaskState.TASK_STATE_COMPLETED
     assert PROMPTS["research"] in prompt_and_tools(model_call(fake_llm, marker))[0]
+
+
+def test_readiness_names_the_agent_whose_tool_source_is_down(http):
+    ready = http.get("/readyz").json()
+    assert ready["status"] == "ready"
+    assert list(ready["toolSourcesDown"]) == ["writer"], ready
+    assert list(ready["toolSourcesDown"]["writer"]) == ["mcp"], ready
 
 
 BROKEN = {
