@@ -36,7 +36,7 @@ from tests.e2e.harness import (
     server_command,
 )
 from tests.e2e.wire import artifact_text
-from tests.fakes.fake_llm import text
+from tests.fakes.fake_llm import text, tool_calls
 
 pytestmark = pytest.mark.timeout(90)
 
@@ -57,6 +57,7 @@ agents:
     description: Finds things.
     system_prompt: PROMPT-RESEARCH finds.
     tools: "{TOOLS}:slow_echo"
+    tools_requiring_approval: [slow_echo]
   - name: writer
     system_prompt: PROMPT-WRITER writes.
     tools: []
@@ -135,6 +136,29 @@ def test_the_root_with_params_tenant_reaches_the_agent(clients, fake_llm, marker
     assert PROMPTS[name] in prompt_and_tools(model_call(fake_llm, marker))[0]
     task_id = result["task"]["id"]
     assert clients[name].get_task(task_id)["id"] == task_id
+
+
+def test_approvals_are_the_agents_own_and_a_resumed_turn_runs_with_its_agent(
+    clients, fake_llm, marker
+):
+    fake_llm.script(
+        tool_calls([("slow_echo", {"text": "ECHOED", "seconds": 0})], when_user_contains=marker),
+        text("echo done", when_user_contains=marker),
+        tool_calls([("add", {"a": 2, "b": 3})], when_user_contains=f"{marker}-t"),
+        text("added", when_user_contains=f"{marker}-t"),
+    )
+    task = clients["research"].send(f"echo it {marker}")
+    assert task["status"]["state"] == "TASK_STATE_INPUT_REQUIRED", task["status"]
+    answer = send_params("APPROVE", task_id=task["id"], context_id=task["contextId"])
+    done = clients["research"].result("SendMessage", answer)["task"]
+    assert done["status"]["state"] == "TASK_STATE_COMPLETED", done["status"]
+    first, resumed = fake_llm.requests_for(marker)
+    for call in (first, resumed):
+        assert prompt_and_tools(call)[0] == "PROMPT-RESEARCH finds."
+    assert [m for m in resumed["messages"] if m["role"] == "tool" and "ECHOED" in str(m)]
+    # triage's `add` needs no approval: approvals are per agent
+    added = clients["triage"].send(f"add {marker}-t")
+    assert added["status"]["state"] == "TASK_STATE_COMPLETED", added["status"]
 
 
 def test_the_root_is_the_first_agent(clients, http, fake_llm, marker):
