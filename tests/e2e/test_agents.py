@@ -30,10 +30,13 @@ from tests.e2e.harness import (
     A2A_HEADERS,
     RpcClient,
     ServerProcess,
+    SSEStream,
     assert_error,
     new_id,
     send_params,
     server_command,
+    state_of,
+    stream_results,
 )
 from tests.e2e.wire import artifact_text
 from tests.fakes.fake_llm import text, tool_calls
@@ -127,6 +130,26 @@ def test_each_agent_on_http_json(http, fake_llm, marker, name):
     got = http.get(f"/{name}/tasks/{task['id']}")
     assert got.status_code == 200 and got.json()["id"] == task["id"]
     assert PROMPTS[name] in prompt_and_tools(model_call(fake_llm, marker))[0]
+
+
+def test_an_agent_streams_on_both_bindings(clients, http, fake_llm, marker):
+    fake_llm.script(
+        text(["streamed ", "over JSON-RPC"], when_user_contains=f"{marker}-j"),
+        text(["streamed ", "over REST"], when_user_contains=f"{marker}-r"),
+    )
+    params = send_params(f"s {marker}-j")
+    events = clients["writer"].stream_all("SendStreamingMessage", params, id=f"{marker}-id")
+    results = stream_results(events, f"{marker}-id")
+    assert state_of(results[-1]) == "TASK_STATE_COMPLETED", results
+    with http.stream(
+        "POST", "/writer/message:stream", json=send_params(f"s {marker}-r")
+    ) as response:
+        assert response.status_code == 200
+        rest = [event.data for event in SSEStream(response, None).sse_events()]
+    assert state_of(rest[-1]) == "TASK_STATE_COMPLETED", rest
+    for suffix in ("j", "r"):
+        call = model_call(fake_llm, f"{marker}-{suffix}")
+        assert PROMPTS["writer"] in prompt_and_tools(call)[0]
 
 
 @pytest.mark.parametrize("name", NAMES)
@@ -302,6 +325,7 @@ BROKEN = {
         "agents:\n  - name: a\n  - name: b\n    tools: [no_such_module_43:tool]\n",
         ["agent 'b'", "key 'tools'", "no_such_module_43"],
     ),
+    "missing file": (None, ["cannot read the file"]),
 }
 
 
@@ -309,7 +333,8 @@ BROKEN = {
 def test_a_broken_file_stops_the_server_with_one_line(tmp_path: Path, fake_llm, case):
     body, expected = BROKEN[case]
     path = tmp_path / "agents.yaml"
-    path.write_text(body)
+    if body is not None:
+        path.write_text(body)
     process = ServerProcess(fake_llm.base_url, env={"AGENTS_FILE": str(path)})
     env = process.environment()
     process.cleanup()
