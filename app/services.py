@@ -48,6 +48,7 @@ from agent.tools.toolbox import Toolbox
 from app.a2a.card import build_extended_card, card_base_url, package_version
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
+from app.grpc.server import GrpcServer, build_grpc_server, serving_grpc
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
@@ -58,7 +59,7 @@ from app.remote_agents import RemoteAgentProvider, parse_remote_agents
 from app.settings import Settings
 from stores.base import StoreSet
 from stores.memory import InMemoryStores
-from stores.rate_limit import RateLimit, RateLimiter
+from stores.rate_limit import RateLimit
 
 if TYPE_CHECKING:  # the SDK loads only when metrics are exported (app.ops.telemetry)
     from opentelemetry.sdk.metrics import MeterProvider
@@ -160,14 +161,6 @@ def describe_stores(settings: Settings) -> str:
     return f"stores=<redis>, url=<{url.scheme}://{where}{url.path or '/0'}>"
 
 
-def build_rate_limiter(settings: Settings, stores: StoreSet) -> RateLimiter | None:
-    """A2A_RATE_LIMIT per principal, on the task stores' backend (Redis: one bucket across every
-    replica); None when unset."""
-    if not settings.a2a_rate_limit:
-        return None
-    return stores.rate_limiter(RateLimit.parse(settings.a2a_rate_limit))
-
-
 @dataclass(kw_only=True)
 class Services:
     """One server's parts, wired: what `create_app` mounts and what its lifespan runs."""
@@ -186,6 +179,7 @@ class Services:
     drain: Drain
     handler: RequestHandler
     operations: Operations
+    grpc: GrpcServer | None = None
     model_ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the model adapter has loaded (readiness; `a2a-server` then freezes its heap)."""
 
@@ -198,7 +192,8 @@ class Services:
         warm_up = asyncio.create_task(_warm_up(self.llm, self.model_ready))
         await self.toolbox.start()  # tool sources connect; one that cannot is logged, not fatal
         try:
-            async with self.supervisor:  # on the way out: its jobs stop, turns hand over
+            # On the way out the gRPC server stops, then the supervisor's jobs; turns hand over.
+            async with self.supervisor, serving_grpc(self.grpc):
                 try:
                     yield
                 finally:
@@ -234,9 +229,10 @@ def build_services(
     )
     stores = build_stores(settings)
     tasks, messages = stores.tasks, stores.messages
+    rate = settings.a2a_rate_limit  # per principal, on the stores' backend (Redis: all replicas)
     edge = Edge(
         authenticator,
-        rate_limiter=build_rate_limiter(settings, stores),
+        rate_limiter=stores.rate_limiter(RateLimit.parse(rate)) if rate else None,
         base_url=partial(card_base_url, settings),
     )
     registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
@@ -331,6 +327,7 @@ def build_services(
         drain=drain,
         handler=handler,
         operations=operations,
+        grpc=build_grpc_server(settings, operations, edge, metrics, drain, toolbox),
     )
 
 

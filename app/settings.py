@@ -18,9 +18,11 @@ from app.settings_fields import (
     CommaList,
     ExtendedCard,
     OutboundAllowList,
+    Port,
     RateLimitSpec,
     RedisUrl,
     extended_card_fields,
+    markdown_table,
 )
 from stores.base import DEFAULT_TASK_TTL_S
 
@@ -50,6 +52,18 @@ class Settings(BaseSettings):
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
         " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
     )
+    a2a_grpc_port: Port = Field(
+        None,
+        description="Port of the gRPC binding (the A2A 1.0 and 0.3 services, health, reflection)"
+        " on A2A_HOST, beside HTTP in the same process; unset = no gRPC.",
+    )
+    a2a_grpc_public_port: Port = Field(
+        None, description="Port the card's `GRPC` interfaces name; unset = A2A_GRPC_PORT."
+    )
+    a2a_grpc_tls_cert: str | None = Field(
+        None, description="PEM certificate chain file: gRPC over TLS; unset = plaintext HTTP/2."
+    )
+    a2a_grpc_tls_key: str | None = Field(None, description="PEM key file of A2A_GRPC_TLS_CERT.")
     # --- the agent: prompt, tools, hooks
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
@@ -228,10 +242,8 @@ class Settings(BaseSettings):
     a2a_stream_keepalive_s: float = Field(
         15.0,
         gt=0,
-        description=(
-            "An open stream without an event for this long gets an SSE comment, so that proxies"
-            " and load balancers keep its connection open."
-        ),
+        description="An open stream without an event for this long gets an SSE comment, so that"
+        " proxies and load balancers keep its connection open.",
     )
     a2a_body_timeout_s: float = Field(
         30.0,
@@ -385,9 +397,4 @@ class Settings(BaseSettings):
 
 def configuration_table() -> str:
     """The README's configuration table, rendered from the fields (a test keeps them equal)."""
-    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
-    for name, field in Settings.model_fields.items():
-        default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
-        shown = "(unset)" if default is None or default == [] else f"`{default}`"
-        rows.append(f"| `{name.upper()}` | {shown} | {field.description} |")
-    return "\n".join(rows)
+    return markdown_table(Settings)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BaseModel, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
 from agent.outbound import OutboundPolicy
@@ -75,3 +75,17 @@ OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
 RedisUrl = Annotated[str | None, AfterValidator(_redis_scheme)]
 ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
+
+
+Port = Annotated[int, Field(ge=1, le=65535)] | None
+"""A TCP port, or None (unset)."""
+
+
+def markdown_table(settings: type[BaseModel]) -> str:
+    """The configuration table of the README: one row per field (its env var, default, meaning)."""
+    rows = ["| Variable | Default | Meaning |", "| --- | --- | --- |"]
+    for name, field in settings.model_fields.items():
+        default = field.default_factory() if field.default_factory else field.default  # type: ignore[call-arg]
+        shown = "(unset)" if default is None or default == [] else f"`{default}`"
+        rows.append(f"| `{name.upper()}` | {shown} | {field.description} |")
+    return "\n".join(rows)

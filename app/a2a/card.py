@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -92,12 +93,24 @@ def card_base_url(settings: Settings, request: Request) -> str:
     )
 
 
+def grpc_target(settings: Settings, url: str) -> str | None:
+    """The card's gRPC interface for the base URL `url`: a gRPC target `host:port` (gRPC clients
+    hand it to their channel as it is: a scheme or a path would not connect), the host `url`'s
+    and the port A2A_GRPC_PUBLIC_PORT or the one served; None without gRPC."""
+    if settings.a2a_grpc_port is None:
+        return None
+    host = urlsplit(url).hostname or "localhost"
+    port = settings.a2a_grpc_public_port or settings.a2a_grpc_port
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def build_card(
     settings: Settings, tools: Iterable[ToolSpec], *, url: str, with_v03: bool = True
 ) -> dict[str, Any]:
     """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's); with
     the 0.3 members beside the 1.0 ones unless `with_v03` is false."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
+    grpc = grpc_target(settings, url)
     skills = [
         {
             "id": "conversation",
@@ -121,9 +134,10 @@ def build_card(
         "version": package_version(),
         # 1.0 interfaces first: clients that take the first interface of a binding get 1.0.
         "supportedInterfaces": [
-            {"url": url, "protocolBinding": binding, "protocolVersion": version}
+            {"url": at, "protocolBinding": binding, "protocolVersion": version}
             for version in ("1.0", "0.3")
-            for binding in ("JSONRPC", "HTTP+JSON")
+            for binding, at in (("JSONRPC", url), ("HTTP+JSON", url), ("GRPC", grpc))
+            if at is not None
         ],
         "capabilities": {
             "streaming": True,
@@ -136,7 +150,7 @@ def build_card(
         # The schemes enforced, so a client knows how to authenticate (empty when none is).
         **card_security(settings),
     }
-    return with_v03_fields(card, url=url) if with_v03 else card
+    return with_v03_fields(card, url=url, grpc=grpc) if with_v03 else card
 
 
 def build_extended_card(

@@ -9,12 +9,12 @@ store key is `context.owner`, so a principal reaches nothing another principal c
 from __future__ import annotations
 
 import logging
-from collections.abc import Callable
+from collections.abc import Callable, Mapping
 from functools import partial
 
 from starlette.requests import Request
 
-from app.call_context import CallContext
+from app.call_context import CallContext, Principal
 from app.errors import StoreUnavailableError
 from app.http.auth import Authenticator
 from app.http.errors import RateLimitedError
@@ -39,7 +39,19 @@ class Edge:
         self._base_url = base_url
 
     async def context(self, request: Request) -> CallContext:
-        principal = await self.authenticator.authenticate(request.headers)
+        principal = await self.admit(request.headers)
+        return CallContext.from_request(
+            request.headers,
+            principal=principal,
+            # The query string is parsed only if A2A-Version is not a header (the usual case).
+            query=None if "a2a-version" in request.headers else request.query_params,
+            base_url_of=partial(self._base_url, request) if self._base_url else None,
+        )
+
+    async def admit(self, headers: Mapping[str, str]) -> Principal:
+        """The caller the headers (or gRPC metadata, lower-case) authenticate, once it has taken
+        a token from its rate-limit bucket: 401 / 429 / 503 otherwise."""
+        principal = await self.authenticator.authenticate(headers)
         if self.rate_limiter is not None:
             try:
                 decision = await self.rate_limiter.acquire(principal.owner)
@@ -51,13 +63,7 @@ class Edge:
                     "Too many requests from this caller (A2A_RATE_LIMIT); retry later",
                     retry_after_s=decision.retry_after_whole_s,
                 )
-        return CallContext.from_request(
-            request.headers,
-            principal=principal,
-            # The query string is parsed only if A2A-Version is not a header (the usual case).
-            query=None if "a2a-version" in request.headers else request.query_params,
-            base_url_of=partial(self._base_url, request) if self._base_url else None,
-        )
+        return principal
 
     async def aclose(self) -> None:
         await self.authenticator.aclose()
