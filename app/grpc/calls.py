@@ -38,7 +38,7 @@ from app.a2a.versions import Generation, check_requested_version
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidRequestError, as_a2a_error
 from app.http.edge import Edge
-from app.http.json_body import JsonObject, check_depth, render_json
+from app.http.json_body import JsonObject, check_depth
 from app.ops.metrics import Metrics, RequestRecord
 from stores.models import JournalEntry
 
@@ -73,14 +73,6 @@ class _Malformed:
 
     def __init__(self, type_name: str) -> None:
         self.type_name = type_name
-
-
-def protobuf_of(result: Any, message_class: type[Message]) -> Message:
-    """An operation's JSON result as the protobuf message of the same (ProtoJSON) shape. Members
-    the proto does not have are left out, as a ProtoJSON reader of the HTTP bindings would."""
-    message = message_class()
-    json_format.Parse(render_json(result), message, ignore_unknown_fields=True)
-    return message
 
 
 def status_of(error: A2AError) -> status_pb2.Status:

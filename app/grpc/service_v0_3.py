@@ -13,10 +13,11 @@ from collections.abc import Callable
 from typing import Any
 
 import grpc
+import orjson
 from a2a.compat.v0_3 import a2a_v0_3_pb2
 from a2a.compat.v0_3 import types as types_v03
 from a2a.compat.v0_3.proto_utils import ToProto
-from google.protobuf import empty_pb2, json_format
+from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from app.a2a.operations import Operations
@@ -32,7 +33,8 @@ from app.a2a.v0_3.wire import (
 )
 from app.call_context import CallContext
 from app.errors import ExtendedCardNotConfiguredError, InvalidParamsError
-from app.grpc.calls import GrpcCalls, Streaming, Unary, protobuf_of
+from app.grpc.calls import GrpcCalls, Streaming, Unary
+from app.grpc.protojson import protobuf_of, reader
 from app.http.json_body import JsonObject
 from stores.models import JournalEntry
 
@@ -46,10 +48,11 @@ PublicCard = Callable[[str], JsonObject]
 """The public card, with its 0.3 members, at a base URL."""
 
 
-def _render(entry: JournalEntry) -> a2a_v0_3_pb2.StreamResponse:
-    message = a2a_v0_3_pb2.StreamResponse()
-    json_format.Parse(_render_v03(entry), message, ignore_unknown_fields=True)
-    return message
+_read_stream_response = reader(a2a_v0_3_pb2.StreamResponse)
+
+
+def _render(entry: JournalEntry) -> Message:
+    return _read_stream_response(orjson.loads(_render_v03(entry)))
 
 
 def _resource(name: Any, *, collection: str | None = None) -> list[str]:

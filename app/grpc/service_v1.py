@@ -9,13 +9,15 @@ from collections.abc import Awaitable, Callable
 from typing import Any
 
 import grpc
+import orjson
 from a2a.types import a2a_pb2
-from google.protobuf import empty_pb2, json_format
+from google.protobuf import empty_pb2
 from google.protobuf.message import Message
 
 from app.a2a.operations import Operations
 from app.a2a.wire import render_entry
-from app.grpc.calls import GrpcCalls, Streaming, Unary, protobuf_of
+from app.grpc.calls import GrpcCalls, Streaming, Unary
+from app.grpc.protojson import protobuf_of, reader
 from app.http.json_body import JsonObject
 from stores.models import JournalEntry
 
@@ -25,10 +27,12 @@ SERVICE = a2a_pb2.DESCRIPTOR.services_by_name["A2AService"]
 Operation = Callable[..., Awaitable[Any]]
 
 
-def render_stream_response(entry: JournalEntry) -> a2a_pb2.StreamResponse:
-    message = a2a_pb2.StreamResponse()
-    json_format.Parse(render_entry(entry), message, ignore_unknown_fields=True)
-    return message
+_read_stream_response = reader(a2a_pb2.StreamResponse)
+
+
+def render_stream_response(entry: JournalEntry) -> Message:
+    """A journal entry as the JSON-RPC stream's `StreamResponse`, as protobuf."""
+    return _read_stream_response(orjson.loads(render_entry(entry)))
 
 
 def _unary(operation: Operation, answer: type[Message]) -> Unary:
