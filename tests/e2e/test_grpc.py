@@ -33,10 +33,13 @@ pytestmark = pytest.mark.timeout(60)
 
 KEY = "grpc-test-key-0123456789"
 GRPC_PORT = free_port()
+BOB_KEY = "grpc-test-key-of-bob-9876"
 SERVER_ENV = {
     "A2A_GRPC_PORT": str(GRPC_PORT),
-    "A2A_API_KEYS": f"alice:{KEY}",
+    "A2A_API_KEYS": f"alice:{KEY},bob:{BOB_KEY}",
     "A2A_MAX_BODY_BYTES": str(64 * 1024),
+    # Far above what a test asks of it, but for the one that floods it (as bob).
+    "A2A_RATE_LIMIT": "40/second",
 }
 AUTH = {"authorization": f"Bearer {KEY}"}
 METADATA = (("a2a-version", "1.0"), ("x-api-key", KEY))
@@ -348,3 +351,28 @@ async def test_health_and_reflection():
         [answer] = [each async for each in reflection.ServerReflectionInfo(iter([request]))]
         names = {service.name for service in answer.list_services_response.service}
         assert {"lf.a2a.v1.A2AService", "a2a.v1.A2AService", "grpc.health.v1.Health"} <= names
+
+
+async def test_over_the_rate_limit_is_resource_exhausted_with_a_retry_hint(stub):
+    metadata = (("a2a-version", "1.0"), ("x-api-key", BOB_KEY))
+    calls = [stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=metadata) for _ in range(120)]
+    outcomes = await asyncio.gather(*calls, return_exceptions=True)
+    refused = [each for each in outcomes if isinstance(each, grpc.aio.AioRpcError)]
+    assert refused and len(refused) < len(outcomes)
+    assert {each.code() for each in refused} == {grpc.StatusCode.RESOURCE_EXHAUSTED}
+    status = status_pb2.Status.FromString(
+        dict(refused[0].trailing_metadata())["grpc-status-details-bin"]
+    )
+    info, retry = error_details_pb2.ErrorInfo(), error_details_pb2.RetryInfo()
+    assert status.details[0].Unpack(info) and info.reason == "RATE_LIMITED"
+    assert status.details[1].Unpack(retry) and retry.retry_delay.seconds >= 1
+
+
+async def test_grpc_calls_are_counted_in_the_metrics(stub, server):
+    with pytest.raises(grpc.aio.AioRpcError):
+        await stub.GetTask(a2a_pb2.GetTaskRequest(id="counted-missing"), metadata=METADATA)
+    await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=METADATA)
+    async with httpx.AsyncClient(trust_env=False) as http:
+        metrics = (await http.get(f"{server.url}/metrics")).text
+    assert 'a2a_requests_total{binding="grpc",method="GetTask",outcome="TASK_NOT_FOUND"}' in metrics
+    assert 'a2a_requests_total{binding="grpc",method="ListTasks",outcome="ok"}' in metrics
