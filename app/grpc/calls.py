@@ -99,6 +99,19 @@ async def abort(
     raise AssertionError("unreachable: abort raises")
 
 
+def activated_extensions(context: CallContext) -> frozenset[str]:
+    """The extensions a call activates, of those its `a2a-extensions` metadata requested
+    (`context.requested_extensions`): none, as this server declares none yet. The one place the
+    binding asks; what it answers goes back in the call's initial metadata as `a2a-extensions`,
+    as HTTP's `A2A-Extensions` response header does."""
+    return frozenset()
+
+
+def _initial_metadata(context: CallContext) -> tuple[tuple[str, str], ...]:
+    activated = activated_extensions(context)
+    return (("a2a-extensions", ",".join(sorted(activated))),) if activated else ()
+
+
 def metadata_of(context: grpc.aio.ServicerContext) -> dict[str, str]:
     """The call's text metadata, keys in lower case, repeated keys joined with commas."""
     found: dict[str, str] = {}
@@ -183,7 +196,10 @@ class GrpcCalls:
                     try:
                         params, call_context = await self._admit(request, metadata, generation)
                         record.owner = call_context.owner
-                        return await call(params, call_context)
+                        answer = await call(params, call_context)
+                        if initial := _initial_metadata(call_context):
+                            await context.send_initial_metadata(initial)
+                        return answer
                     except Exception as exc:
                         await abort(context, self._refusal(exc, name, record))
 
@@ -205,7 +221,8 @@ class GrpcCalls:
                         entries = await stream.open(params, call_context)
                     except Exception as exc:
                         await abort(context, self._refusal(exc, name, record))
-            async for message in self._relay(entries, stream.render, context):
+            initial = _initial_metadata(call_context)
+            async for message in self._relay(entries, stream.render, context, initial):
                 yield message
 
         return handle
@@ -238,7 +255,11 @@ class GrpcCalls:
         return error
 
     async def _relay(
-        self, entries: Entries, render: Render, context: grpc.aio.ServicerContext
+        self,
+        entries: Entries,
+        render: Render,
+        context: grpc.aio.ServicerContext,
+        initial: tuple[tuple[str, str], ...],
     ) -> AsyncIterator[Message]:
         """Each journal entry as a message; a failure (reading, rendering) ends the stream with
         its error. The entries are closed however the stream ends, the client's cancel too."""
@@ -253,7 +274,7 @@ class GrpcCalls:
                     message = render(entry)
                     if last is None:
                         await context.send_initial_metadata(
-                            ((FIRST_EVENT_ID_KEY, str(entry.position)),)
+                            ((FIRST_EVENT_ID_KEY, str(entry.position)), *initial)
                         )
                     yield message
                     last = entry.position
