@@ -20,6 +20,7 @@ from pydantic import ValidationError
 
 from agent.hooks import HookLoadError
 from agent.tools.base import ToolLoadError
+from app.a2a.card_signing import CardSigningError
 from app.grpc.server import GrpcConfigurationError
 from app.http.auth import AuthConfigurationError
 from app.http.connections import raise_open_files_limit, with_limits
@@ -118,7 +119,7 @@ def main(argv: list[str] | None = None) -> int:
     except AuthConfigurationError as exc:
         print(f"a2a-server: unsafe configuration: {exc}", file=sys.stderr)
         return 2
-    except GrpcConfigurationError as exc:
+    except (CardSigningError, GrpcConfigurationError) as exc:
         print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*COLLECTOR_THRESHOLDS)

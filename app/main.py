@@ -22,6 +22,7 @@ from agent.hooks import Hooks
 from agent.llm.base import LLMClient
 from agent.tools.base import ToolProvider
 from app.a2a.card import AgentCardEndpoint, package_version
+from app.a2a.card_signing import JWKS_PATH
 from app.a2a.jsonrpc import JsonRpcBinding
 from app.a2a.openapi import build_openapi
 from app.a2a.rest import RestBinding, framework_error
@@ -48,7 +49,8 @@ def create_app(
     own model client. It leaves the host process as it found it (no signal handler, no garbage
     collector tuning: the `a2a-server` command does those).
 
-    Refuses unsafe authentication settings (AuthConfigurationError): see app.http.auth.
+    Refuses unsafe authentication settings (AuthConfigurationError): see app.http.auth; and
+    card signing settings it cannot use (CardSigningError): see app.a2a.card_signing.
     """
     services = build_services(
         settings, tools=tools, hooks=hooks, llm=llm, tool_providers=tool_providers
@@ -88,9 +90,12 @@ def _mount(app: ServerApp, services: Services) -> None:
         services.edge,
         services.metrics,
     )
-    card = AgentCardEndpoint(settings, services.toolbox)
+    signer = services.card_signer
+    card = AgentCardEndpoint(settings, services.toolbox, signer=signer)
     for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
         app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
+    if signer is not None:  # the keys that verify the cards' signatures (their `jku`)
+        app.add_api_route(JWKS_PATH, signer.jwks_endpoint, methods=["GET"], include_in_schema=False)
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     # Served from the guard alone, without FastAPI's middleware and routing (see app.http.asgi):

@@ -45,7 +45,8 @@ from agent.tools.control import ASK_USER, FINISH
 from agent.tools.function import FunctionTool, load_tool_functions
 from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
 from agent.tools.toolbox import Toolbox
-from app.a2a.card import build_extended_card, card_base_url, package_version
+from app.a2a.card import card_base_url, package_version, signed_extended_card
+from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
 from app.grpc.server import GrpcServer, build_grpc_server, serving_grpc
@@ -167,6 +168,7 @@ class Services:
 
     settings: Settings
     authenticator: Authenticator
+    card_signer: CardSigner | None
     toolbox: Toolbox
     llm: LLMClient
     stores: StoreSet
@@ -219,6 +221,7 @@ def build_services(
     """Every part of the server from `settings`, plus what an embedding program adds (see
     `create_app`). Refuses unsafe authentication settings (AuthConfigurationError)."""
     authenticator = build_authenticator(settings)
+    card_signer = build_card_signer(settings)  # refuses a key it cannot use (CardSigningError)
     toolbox = build_toolbox(settings, tools=tools or [], providers=tool_providers or [])
     if settings.agent_profile == TCK_PROFILE:
         hooks = [TckHooks(), *(hooks or [])]
@@ -303,9 +306,7 @@ def build_services(
     operations = Operations(
         handler,
         limits=RequestLimits.from_settings(settings),
-        extended_card=lambda url, with_v03: build_extended_card(
-            settings, toolbox.specs, url, with_v03
-        ),
+        extended_card=partial(signed_extended_card, settings, toolbox, card_signer),
         pushes=pushes,
         push_policy=push_policy(settings),
         on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
@@ -313,6 +314,7 @@ def build_services(
     return Services(
         settings=settings,
         authenticator=authenticator,
+        card_signer=card_signer,
         toolbox=toolbox,
         llm=llm_client,
         stores=stores,

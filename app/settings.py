@@ -1,13 +1,13 @@
 """Settings: the only place the environment is read. Each field is the env var of the same name,
 and a row of the README's configuration table, in its order (a test keeps the two equal); how a
-value is parsed and checked is its type (settings_fields)."""
+value is parsed and checked is its type (settings_fields). Its first section, the server and
+its card, is the base class in settings_server."""
 
 from __future__ import annotations
 
 from typing import Any, Literal
 
 from pydantic import Field, SecretStr
-from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from agent.errors import HookFailureMode, ToolFailureMode
 from agent.outbound import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
@@ -16,54 +16,17 @@ from agent.runtime.turn_gate import TURN_SLICE_S
 from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
 from app.settings_fields import (
     CommaList,
-    ExtendedCard,
     OutboundAllowList,
-    Port,
     RateLimitSpec,
     RedisUrl,
     extended_card_fields,
     markdown_table,
 )
+from app.settings_server import ServerSettings
 from stores.base import DEFAULT_TASK_TTL_S
 
 
-class Settings(BaseSettings):
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
-    # --- the server and its card
-    a2a_host: str = Field("127.0.0.1", description="Address the server binds to.")
-    a2a_port: int = Field(8000, ge=0, le=65535, description="Port the server listens on.")
-    a2a_public_url: str | None = Field(
-        None,
-        description="Base URL clients use to reach the server (agent card); unset = the URL of"
-        " each card request (scheme and `Host`), never the bind address.",
-    )
-    a2a_trust_forwarded: bool = Field(
-        False,
-        description="Behind a reverse proxy: take the card's URL from `X-Forwarded-Proto`,"
-        " `-Host` and `-Prefix`, and the scheme and client address from the proxy's headers.",
-    )
-    a2a_extended_card: ExtendedCard = Field(
-        None,
-        description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
-        " the public card for authenticated callers (its `skills` are added to the public ones).",
-    )
-    a2a_card_v03: bool = Field(
-        True,
-        description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
-        " so 0.3 clients accept it; false: a strict 1.0 card (0.3 is served either way).",
-    )
-    a2a_grpc_port: Port = Field(
-        None,
-        description="Port of the gRPC binding (the A2A 1.0 and 0.3 services, health, reflection)"
-        " on A2A_HOST, beside HTTP in the same process; unset = no gRPC.",
-    )
-    a2a_grpc_public_port: Port = Field(
-        None, description="Port the card's `GRPC` interfaces name; unset = A2A_GRPC_PORT."
-    )
-    a2a_grpc_tls_cert: str | None = Field(
-        None, description="PEM certificate chain file: gRPC over TLS; unset = plaintext HTTP/2."
-    )
-    a2a_grpc_tls_key: str | None = Field(None, description="PEM key file of A2A_GRPC_TLS_CERT.")
+class Settings(ServerSettings):
     # --- the agent: prompt, tools, hooks
     agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
     agent_description: str = Field(
@@ -89,7 +52,8 @@ class Settings(BaseSettings):
     agent_remote_agents: str | None = Field(
         None,
         description="Other A2A agents as tools: agent card URLs, comma-separated, or a JSON list"
-        ' of `{"url", "headers"}`; each becomes a tool named after the agent.',
+        ' of `{"url", "headers", "require_signed_card"}` (true: only if its card\'s signature'
+        " verifies); each becomes a tool named after the agent.",
     )
     agent_max_call_depth: int = Field(
         3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
@@ -222,9 +186,7 @@ class Settings(BaseSettings):
         " (503 beyond).",
     )
     a2a_max_turns_per_principal: int = Field(
-        16,
-        ge=1,
-        description="Turns of one principal running at once on this replica (503 beyond).",
+        16, ge=1, description="Turns of one principal running at once on this replica (503 beyond)."
     )
     # --- connections and shutdown
     a2a_shutdown_grace_s: float = Field(
@@ -246,9 +208,7 @@ class Settings(BaseSettings):
         " proxies and load balancers keep its connection open.",
     )
     a2a_body_timeout_s: float = Field(
-        30.0,
-        gt=0,
-        description="A request body that stops arriving for this long is refused (408).",
+        30.0, gt=0, description="A request body that stops arriving for this long is refused (408)."
     )
     a2a_header_timeout_s: float = Field(
         10.0,

@@ -25,6 +25,7 @@ from starlette.responses import Response
 
 from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
+from app.a2a.card_signing import CardSigner
 from app.a2a.v0_3.card import with_v03_fields
 from app.a2a.versions import requested_generation, requested_version
 from app.handler import SUPPORTED_INPUT_MODES
@@ -161,12 +162,21 @@ def build_extended_card(
     fields = settings.extended_card
     if fields is None:
         return None
-    card = build_card(settings, tools, url=url, with_v03=with_v03)
+    card = build_card(settings, tools, url=url, with_v03=False)
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
     if isinstance(extra_skills, list):
         extended["skills"] = card["skills"] + extra_skills
-    return extended
+    # The 0.3 members last, from the merged card: they then say what its 1.0 members say.
+    return with_v03_fields(extended, url=url) if with_v03 else extended
+
+
+def signed_extended_card(
+    settings: Settings, toolbox: Toolbox, signer: CardSigner | None, url: str, with_v03: bool
+) -> dict[str, Any] | None:
+    """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set."""
+    card = build_extended_card(settings, toolbox.specs, url, with_v03)
+    return signer.sign(card, base_url=url) if card is not None and signer else card
 
 
 class AgentCardEndpoint:
@@ -180,12 +190,21 @@ class AgentCardEndpoint:
     A request that says `A2A-Version: 1.x` gets the 1.0 card alone: a strict 1.0 validator (the
     TCK's) refuses the 0.3 members. Without the header (0.3 clients send none; the spec reads an
     empty version as 0.3) the card carries both generations' members, unless A2A_CARD_V03=false.
+    With A2A_CARD_SIGNING_KEY each carries its signature, made when the card is first built.
     """
 
     MAX_CACHED = 64
 
-    def __init__(self, settings: Settings, toolbox: Toolbox, *, max_age_s: int = 300) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        toolbox: Toolbox,
+        *,
+        signer: CardSigner | None = None,
+        max_age_s: int = 300,
+    ) -> None:
         self._settings = settings
+        self._signer = signer
         self._toolbox = toolbox
         self._fixed_url = settings.public_url
         self._trust_forwarded = settings.a2a_trust_forwarded
@@ -213,6 +232,8 @@ class AgentCardEndpoint:
             self._cards.move_to_end(key)
             return cached
         card = build_card(self._settings, self._toolbox.specs, url=url, with_v03=with_v03)
+        if self._signer is not None:  # the same signature with and without the 0.3 members
+            card = self._signer.sign(card, base_url=url)
         body = json.dumps(card, separators=(",", ":")).encode()
         headers = {
             "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',
