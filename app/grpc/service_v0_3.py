@@ -55,7 +55,7 @@ def _render(entry: JournalEntry) -> Message:
     return _read_stream_response(orjson.loads(_render_v03(entry)))
 
 
-def _resource(name: Any, *, collection: str | None = None) -> list[str]:
+def _resource(name: Any, *, collection: str | None = None, field: str = "name") -> list[str]:
     """`tasks/{id}` (and, with `collection`, `tasks/{id}/{collection}/{item}`): the ids."""
     parts = name.split("/") if isinstance(name, str) else []
     size = 4 if collection else 2
@@ -66,7 +66,7 @@ def _resource(name: Any, *, collection: str | None = None) -> list[str]:
         or (collection and parts[2] != collection)
     ):
         shape = f"tasks/{{id}}/{collection}/{{id}}" if collection else "tasks/{id}"
-        raise InvalidParamsError(f"name {name!r} is not a resource name {shape}", field="name")
+        raise InvalidParamsError(f"{field} {name!r} is not a resource name {shape}", field=field)
     return parts[1::2]
 
 
@@ -104,7 +104,7 @@ class _Methods:
         return await self._operations.subscribe({"id": task_id}, context=context)
 
     async def create_push_config(self, params: JsonObject, context: CallContext) -> Message:
-        (task_id,) = _resource(params.get("parent"))
+        (task_id,) = _resource(params.get("parent"), field="parent")
         config = params.get("config") or {}
         fields = push_config_in(config.get("pushNotificationConfig") or {}, "config")
         fields.setdefault("id", params.get("configId") or DEFAULT_PUSH_CONFIG_ID)
@@ -121,7 +121,7 @@ class _Methods:
         return protobuf_of(push_config_out(config, _REST), a2a_v0_3_pb2.TaskPushNotificationConfig)
 
     async def list_push_configs(self, params: JsonObject, context: CallContext) -> Message:
-        (task_id,) = _resource(params.get("parent"))
+        (task_id,) = _resource(params.get("parent"), field="parent")
         listed = await self._operations.list_push_configs({"taskId": task_id}, context=context)
         configs = [push_config_out(config, _REST) for config in listed.get("configs", [])]
         return protobuf_of(

@@ -10,6 +10,8 @@ binding: made over gRPC, read over JSON-RPC and HTTP+JSON, and the reverse.
 from __future__ import annotations
 
 import asyncio
+import contextlib
+import random
 from collections.abc import AsyncIterator
 from typing import Any
 
@@ -100,7 +102,7 @@ async def client(card) -> AsyncIterator[Any]:
 
 
 @pytest.fixture
-async def stub() -> AsyncIterator[a2a_pb2_grpc.A2AServiceStub]:
+async def stub(server) -> AsyncIterator[a2a_pb2_grpc.A2AServiceStub]:
     async with grpc.aio.insecure_channel(TARGET) as channel:
         yield a2a_pb2_grpc.A2AServiceStub(channel)
 
@@ -244,7 +246,7 @@ async def test_an_unsupported_version_is_refused(stub):
     assert error_info(raised.value).reason == "VERSION_NOT_SUPPORTED"
 
 
-async def test_a_malformed_message_is_invalid_argument():
+async def test_a_malformed_message_is_invalid_argument(server):
     async with grpc.aio.insecure_channel(TARGET) as channel:
         send = channel.unary_unary("/lf.a2a.v1.A2AService/SendMessage")
         with pytest.raises(grpc.aio.AioRpcError) as raised:
@@ -327,7 +329,7 @@ async def test_the_03_service_with_the_sdk_compat_client(card, fake_llm, marker)
         await transport.close()
 
 
-async def test_the_03_service_on_the_wire():
+async def test_the_03_service_on_the_wire(server):
     """0.3's own names (`tasks/{id}`, TaskSubscription, GetAgentCard), under `a2a-version: 0.3`."""
     metadata = (("a2a-version", "0.3"), ("x-api-key", KEY))
     async with grpc.aio.insecure_channel(TARGET) as channel:
@@ -340,7 +342,7 @@ async def test_the_03_service_on_the_wire():
         assert error_info(raised.value).reason == "TASK_NOT_FOUND"
 
 
-async def test_health_and_reflection():
+async def test_health_and_reflection(server):
     async with grpc.aio.insecure_channel(TARGET) as channel:
         health = health_pb2_grpc.HealthStub(channel)
         for service in ("", "lf.a2a.v1.A2AService", "a2a.v1.A2AService"):
@@ -376,3 +378,40 @@ async def test_grpc_calls_are_counted_in_the_metrics(stub, server):
         metrics = (await http.get(f"{server.url}/metrics")).text
     assert 'a2a_requests_total{binding="grpc",method="GetTask",outcome="TASK_NOT_FOUND"}' in metrics
     assert 'a2a_requests_total{binding="grpc",method="ListTasks",outcome="ok"}' in metrics
+
+
+async def test_random_bytes_to_every_method_get_the_bindings_errors_never_a_crash(stub):
+    """Bytes that are not the method's message (or are one, by chance, with nonsense in it):
+    an A2A error status, never INTERNAL or UNKNOWN; the server answers normally afterwards."""
+    rng = random.Random(42)
+    allowed = {
+        grpc.StatusCode.INVALID_ARGUMENT,
+        grpc.StatusCode.NOT_FOUND,
+        grpc.StatusCode.FAILED_PRECONDITION,
+        grpc.StatusCode.OK,
+    }
+    services = [
+        (a2a_pb2.DESCRIPTOR.services_by_name["A2AService"], "1.0"),
+        (a2a_v0_3_pb2.DESCRIPTOR.services_by_name["A2AService"], "0.3"),
+    ]
+    async with grpc.aio.insecure_channel(TARGET) as channel:
+        for service, version in services:
+            metadata = (("a2a-version", version), ("x-api-key", KEY))
+            for method in service.methods:
+                path = f"/{service.full_name}/{method.name}"
+                for _ in range(6):
+                    await asyncio.sleep(0.03)  # within the module's A2A_RATE_LIMIT
+                    body = rng.randbytes(rng.randrange(1, 64))
+                    if method.server_streaming:
+                        call = channel.unary_stream(path)(body, metadata=metadata, timeout=10)
+                        with contextlib.suppress(grpc.aio.AioRpcError):
+                            async for _ in call:
+                                pass
+                    else:
+                        call = channel.unary_unary(path)(body, metadata=metadata, timeout=10)
+                        with contextlib.suppress(grpc.aio.AioRpcError):
+                            await call
+                    code = await call.code()
+                    assert code in allowed, (path, body, code, await call.details())
+    listed = await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=METADATA)
+    assert listed.page_size == 50
