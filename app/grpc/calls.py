@@ -22,7 +22,7 @@ from __future__ import annotations
 import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
-from contextlib import contextmanager, nullcontext
+from contextlib import contextmanager
 from dataclasses import dataclass
 from typing import Any, NoReturn
 
@@ -36,7 +36,7 @@ from opentelemetry import propagate, trace
 from app.a2a.rpc import Entries
 from app.a2a.versions import Generation, check_requested_version
 from app.call_context import CallContext
-from app.errors import A2AError, InvalidRequestError, as_a2a_error
+from app.errors import A2AError, InvalidParamsError, InvalidRequestError, as_a2a_error
 from app.http.edge import Edge
 from app.http.json_body import JsonObject, check_depth
 from app.ops.metrics import Metrics, RequestRecord
@@ -237,6 +237,11 @@ class GrpcCalls:
         if isinstance(request, _Malformed):
             raise InvalidRequestError(f"The request is not a valid {request.type_name} message")
         last_event_id = metadata.get(LAST_EVENT_ID_KEY) or metadata.get("last-event-id")
+        if last_event_id and not (last_event_id.isascii() and last_event_id.isdigit()):
+            raise InvalidParamsError(
+                f"{LAST_EVENT_ID_KEY} {last_event_id!r} is not a journal position",
+                field=LAST_EVENT_ID_KEY,
+            )
         call_context = CallContext.from_request(
             {**metadata, "last-event-id": last_event_id or ""},
             principal=principal,
@@ -294,8 +299,7 @@ class GrpcCalls:
         """A server span for the call (the client's `traceparent` its parent) when tracing is
         on: the turn a send starts joins it, as it joins an HTTP request's span."""
         if self._tracer is None:
-            with nullcontext():
-                yield
+            yield
             return
         service = method.containing_service.full_name
         with self._tracer.start_as_current_span(
