@@ -37,9 +37,10 @@ from app.settings import Settings
 
 logger = logging.getLogger(__name__)
 
-STOP_GRACE_S = 5.0
-"""What the calls still open when the lifespan ends get: by then the drain has ended every
-stream and blocking send (each answered or ended at an event boundary)."""
+STOP_GRACE_SHARE = 0.1
+"""The share of A2A_SHUTDOWN_GRACE_S the calls still open when the lifespan ends get (uvicorn's
+connections had three quarters; the hand-over of turns needs the rest): by then the drain has
+ended every stream and blocking send, each answered or ended at an event boundary."""
 
 
 class GrpcConfigurationError(ValueError):
@@ -137,7 +138,7 @@ class GrpcServer:
             with contextlib.suppress(asyncio.CancelledError):
                 await watch
             await health.enter_graceful_shutdown()
-            await server.stop(STOP_GRACE_S)
+            await server.stop(settings.a2a_shutdown_grace_s * STOP_GRACE_SHARE)
 
     async def _not_serving_once_drained(self, health: health_aio.HealthServicer) -> None:
         await self._drain.unless_drained(asyncio.Event().wait())
