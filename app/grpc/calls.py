@@ -267,15 +267,24 @@ class GrpcCalls:
         initial: tuple[tuple[str, str], ...],
     ) -> AsyncIterator[Message]:
         """Each journal entry as a message; a failure (reading, rendering) ends the stream with
-        its error. The entries are closed however the stream ends, the client's cancel too."""
+        its error. The entries are closed however the stream ends, the client's cancel too.
+
+        A gap in the positions (a reader so far behind that the journal dropped what it had not
+        read: it keeps a task's last 10,000 events) ends the stream before it, cleanly: the
+        client counts positions from `a2a-first-event-id`, so a message after a gap would be
+        counted wrong. Resumed, the stream's first position says what is no longer there."""
         metrics, opened_at = self._metrics, time.time()
         last: int | None = None
+        gap = False
         metrics.open_streams.add(1)
         try:
             async for batch in entries:
                 # None: a read that waited its whole time for nothing. SSE sends a comment then;
                 # here the connection is kept by HTTP/2 pings (grpc.keepalive_time_ms).
                 for entry in batch or ():
+                    if last is not None and entry.position != last + 1:
+                        gap = True
+                        break
                     message = render(entry)
                     if last is None:
                         await context.send_initial_metadata(
@@ -284,6 +293,8 @@ class GrpcCalls:
                     yield message
                     last = entry.position
                     metrics.stream_sent(entry, opened_at=opened_at)
+                if gap:
+                    break
         except Exception as exc:
             error = as_a2a_error(exc, where="gRPC stream")
             await abort(context, error, *_last_event(last))
