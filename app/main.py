@@ -5,6 +5,7 @@ guard (Host, Origin, CORS, body size)            app.http.guard
   -> /message:send, ...  HTTP+JSON 1.0             app.a2a.rest
   -> /v1/...             HTTP+JSON 0.3             app.a2a.v0_3.rest
   -> the cards, /healthz, /readyz, /metrics, the console
+  -> /{tenant}/message:send, ...  HTTP+JSON 1.0 within a tenant (last: it shadows nothing)
 """
 
 from __future__ import annotations
@@ -25,7 +26,7 @@ from app.a2a.card import AgentCardEndpoint, package_version
 from app.a2a.card_signing import JWKS_PATH
 from app.a2a.jsonrpc import JsonRpcBinding
 from app.a2a.openapi import build_openapi
-from app.a2a.rest import RestBinding, framework_error
+from app.a2a.rest import TENANT_PREFIX, RestBinding, framework_error
 from app.a2a.v0_3.rest import RestV03Binding
 from app.console_routes import console_routes
 from app.http.asgi import ServerApp
@@ -91,7 +92,7 @@ def _mount(app: ServerApp, services: Services) -> None:
         services.metrics,
     )
     signer = services.card_signer
-    card = AgentCardEndpoint(settings, services.toolbox, signer=signer)
+    card = AgentCardEndpoint(settings, services.toolbox, signer=signer, extensions=edge.extensions)
     for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
         app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
     if signer is not None:  # the keys that verify the cards' signatures (their `jku`)
@@ -101,14 +102,17 @@ def _mount(app: ServerApp, services: Services) -> None:
     # Served from the guard alone, without FastAPI's middleware and routing (see app.http.asgi):
     # every JSON-RPC call, and each of the thousands of streams a replica may hold open.
     app.add_direct_route("/", "POST", jsonrpc.__call__)
-    for binding in (RestBinding, RestV03Binding):
-        app.router.routes.extend(
-            binding(operations, edge, max_json_depth=depth, metrics=metrics).routes()
-        )
+    rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.router.routes.extend(rest.routes())
+    app.router.routes.extend(
+        RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics).routes()
+    )
     if settings.a2a_console:  # static files; every call it makes is authenticated as any
         app.router.routes.extend(console_routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
+    # The tenant's copies last: `/{tenant}/...` matches `/v1/message:send` and would shadow it.
+    app.router.routes.extend(rest.routes(TENANT_PREFIX))
     app.add_exception_handler(HTTPException, framework_error)
     log_malformed_http_at_debug()
     one_line_per_request()

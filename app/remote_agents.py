@@ -6,7 +6,8 @@ generation and binding the card offers (1.0 before 0.3, JSON-RPC before HTTP+JSO
 answer and returns the final artifacts' text. Its working status messages show in our task as
 progress; its question (input-required) becomes our client's, and the answer goes back down to its
 task (ToolNeedsInput / resume). The caller's trace context travels with it
-(`traceparent`), and so does the call depth (message metadata `a2aCallDepth`): a turn started by
+(`traceparent`), so do the A2A extensions active for the turn that the agent's card declares
+(`A2A-Extensions`), and so does the call depth (message metadata `a2aCallDepth`): a turn started by
 a call at AGENT_MAX_CALL_DEPTH cannot call further, so two agents calling each other stop.
 Cancelling our task (running, or waiting for that answer) cancels the sub-agent's task.
 """
@@ -221,6 +222,8 @@ class RemoteAgentProvider(ToolProvider):
         if agent is None:
             raise ToolError(f"the agent is unavailable: {self._status}")
         headers = dict(carrier_of(turn.trace)) if turn is not None and turn.trace else {}
+        if turn is not None:  # those it declares of the extensions our caller activated
+            headers |= agent.extension_headers(turn.extensions & agent.extensions)
         task_id: str | None = (task or {}).get("taskId")
         context_id: str | None = (task or {}).get("contextId")
         message = agent.message(

@@ -100,6 +100,7 @@ class TurnPublisher:
         resent: str | None = None,
         trace_carrier: Carrier | None = None,
         client_tools: list[ClientTool] | None = None,
+        extensions: frozenset[str] = frozenset(),
     ) -> Turn:
         """A turn over `task` (the turn's own: it changes it as it goes), its answer streaming
         into the task store's chunk sink. A resumed turn goes on with its checkpoint's
@@ -120,6 +121,7 @@ class TurnPublisher:
             answer=answer,
             trace_carrier=trace_carrier or {},
             client_tools=client_tools or [],
+            extensions=extensions,
         )
 
     async def on_text(self, turn: Turn, text: str) -> None:
@@ -279,6 +281,7 @@ class TurnPublisher:
             artifact_id=answer.artifact_id,
             chunks_sent=answer.chunks_sent,
             trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
+            extensions=turn.extensions,
         )
         await answer.written()
         await persistently(
@@ -324,20 +327,27 @@ class TurnPublisher:
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task
         task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
+        # The hooks' metadata for the answer (an extension's, under its URI) goes on each
+        # form of it a client may read: the artifact, the message, the final update.
+        extra = event.metadata
         if event.answer or turn.answer.started:
             task.artifacts.append(
                 Artifact(
                     artifact_id=turn.answer.artifact_id,
                     name=ANSWER_ARTIFACT_NAME,
                     parts=[Part(text=event.answer)],
+                    metadata=dict(extra) if extra else None,
                 )
             )
-            task.history.append(text_message(task, event.answer))
+            answer = text_message(task, event.answer)
+            answer.metadata = dict(extra) if extra else None
+            task.history.append(answer)
             # No snapshot with it: the COMPLETED update right after records the task with the
             # answer (a reader of the snapshot before then follows the journal from its position).
             await turn.answer.finish()
         # else: no text at all (a tool's file was the answer): no empty answer artifact
-        await self.set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
+        metadata = {**(extra or {}), "usage": _usage(event)}
+        await self.set_state(turn, TaskState.COMPLETED, metadata=metadata)
 
     async def _produce(self, turn: Turn, artifact: Artifact) -> None:
         """A tool's file or data, whole: one artifact update, and the snapshot that holds it."""

@@ -37,6 +37,7 @@ from app.a2a.rpc import Entries
 from app.a2a.versions import Generation, check_requested_version
 from app.call_context import CallContext
 from app.errors import A2AError, InvalidParamsError, InvalidRequestError, as_a2a_error
+from app.extensions import echo_headers
 from app.http.edge import Edge
 from app.http.json_body import JsonObject, check_depth
 from app.ops.metrics import Metrics, RequestRecord
@@ -99,17 +100,10 @@ async def abort(
     raise AssertionError("unreachable: abort raises")
 
 
-def activated_extensions(context: CallContext) -> frozenset[str]:
-    """The extensions a call activates, of those its `a2a-extensions` metadata requested
-    (`context.requested_extensions`): none, as this server declares none yet. The one place the
-    binding asks; what it answers goes back in the call's initial metadata as `a2a-extensions`,
-    as HTTP's `A2A-Extensions` response header does."""
-    return frozenset()
-
-
 def _initial_metadata(context: CallContext) -> tuple[tuple[str, str], ...]:
-    activated = activated_extensions(context)
-    return (("a2a-extensions", ",".join(sorted(activated))),) if activated else ()
+    """The activated extensions, named back as HTTP's response headers name them
+    (`a2a-extensions`, and 0.3's `x-a2a-extensions` for a client that sent that one)."""
+    return tuple((name.lower(), value) for name, value in echo_headers(context).items())
 
 
 def metadata_of(context: grpc.aio.ServicerContext) -> dict[str, str]:
@@ -230,26 +224,36 @@ class GrpcCalls:
     async def _admit(
         self, request: Any, metadata: dict[str, str], generation: Generation
     ) -> tuple[JsonObject, CallContext]:
-        """Who calls (edge), in which version; then the request as JSON params. A malformed
-        message is refused after the caller is known, as a JSON-RPC parse error is."""
-        principal = await self._edge.admit(metadata)
+        """The call context from the edge every binding uses (`Edge.context_of`: the caller
+        authenticated, the tenant checked, the requested extensions activated, the rate limit),
+        in the version asked for; then the request as JSON params. A malformed message is
+        refused once the caller is known, as a JSON-RPC parse error is."""
+        last_event_id = metadata.get(LAST_EVENT_ID_KEY) or metadata.get("last-event-id")
+        call_context = await self._edge.context_of(
+            {**metadata, "last-event-id": last_event_id or ""},
+            tenant=self._tenant_of(request, generation),
+            base_url_of=self._base_url,
+        )
         check_requested_version(metadata.get("a2a-version"), generation)
         if isinstance(request, _Malformed):
             raise InvalidRequestError(f"The request is not a valid {request.type_name} message")
-        last_event_id = metadata.get(LAST_EVENT_ID_KEY) or metadata.get("last-event-id")
         if last_event_id and not (last_event_id.isascii() and last_event_id.isdigit()):
             raise InvalidParamsError(
                 f"{LAST_EVENT_ID_KEY} {last_event_id!r} is not a journal position",
                 field=LAST_EVENT_ID_KEY,
             )
-        call_context = CallContext.from_request(
-            {**metadata, "last-event-id": last_event_id or ""},
-            principal=principal,
-            base_url_of=self._base_url,
-        )
         params = json_format.MessageToDict(request)
         check_depth(params, limit=self._max_json_depth)
         return params, call_context
+
+    def _tenant_of(self, request: Any, generation: Generation) -> object:
+        """The request's `tenant` field (1.0; `""`, proto3's default, is no tenant). 0.3 has
+        none: its calls are served within the card's tenant, as on the HTTP bindings."""
+        if generation == "0.3":
+            return self._edge.tenants.card_tenant
+        if isinstance(request, _Malformed):
+            return None
+        return getattr(request, "tenant", None)
 
     @staticmethod
     def _refusal(exc: Exception, name: str, record: RequestRecord) -> A2AError:

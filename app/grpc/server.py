@@ -24,11 +24,9 @@ from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
 from agent.runtime.drain import Drain
-from agent.tools.toolbox import Toolbox
-from app.a2a.card import build_card
 from app.a2a.operations import Operations
 from app.grpc.calls import GrpcCalls
-from app.grpc.service_v0_3 import SERVICE_V03, service_v0_3
+from app.grpc.service_v0_3 import SERVICE_V03, PublicCard, service_v0_3
 from app.grpc.service_v1 import SERVICE, service_v1
 from app.http.auth import is_loopback_host
 from app.http.edge import Edge
@@ -162,9 +160,11 @@ def build_grpc_server(
     edge: Edge,
     metrics: Metrics,
     drain: Drain,
-    toolbox: Toolbox,
+    *,
+    card: PublicCard,
 ) -> GrpcServer | None:
-    """The gRPC server the settings ask for (A2A_GRPC_PORT), or None."""
+    """The gRPC server the settings ask for (A2A_GRPC_PORT), or None. `card`: the public card
+    at a base URL, as 0.3's `GetAgentCard` answers it."""
     if settings.a2a_grpc_port is None:
         return None
     calls = GrpcCalls(
@@ -174,12 +174,9 @@ def build_grpc_server(
         traced=settings.tracing_enabled,
         base_url=partial(http_base_url, settings),
     )
-    v0_3 = service_v0_3(
-        calls, operations, card=lambda url: build_card(settings, toolbox.specs, url=url)
-    )
     return GrpcServer(
         settings,
-        handlers=[service_v1(calls, operations), v0_3],
+        handlers=[service_v1(calls, operations), service_v0_3(calls, operations, card=card)],
         service_names=[SERVICE.full_name, SERVICE_V03.full_name],
         drain=drain,
     )

@@ -1,19 +1,21 @@
-"""The first section of Settings (app/settings.py): the server, its card, its gRPC port.
-
-A base class of `Settings` only so that settings.py stays one readable module: pydantic lists a
-base's fields first, so these rows open the README's configuration table, where they were.
-"""
+"""The server's address and its agent card (what it signs, declares and serves to which tenants),
+and its gRPC port."""
 
 from __future__ import annotations
 
 from pydantic import Field
-from pydantic_settings import BaseSettings, SettingsConfigDict
+from pydantic_settings import BaseSettings
 
-from app.settings_fields import ExtendedCard, Port
+from app.settings.fields import (
+    ExtendedCard,
+    ExtensionList,
+    Port,
+    TenantName,
+    TenantNames,
+)
 
 
 class ServerSettings(BaseSettings):
-    model_config = SettingsConfigDict(case_sensitive=False, extra="ignore", env_ignore_empty=True)
     # --- the server and its card
     a2a_host: str = Field("127.0.0.1", description="Address the server binds to.")
     a2a_port: int = Field(8000, ge=0, le=65535, description="Port the server listens on.")
@@ -32,6 +34,19 @@ class ServerSettings(BaseSettings):
         description="Extended agent card: a JSON object, or the path of a JSON file, merged over"
         " the public card for authenticated callers (its `skills` are added to the public ones).",
     )
+    a2a_extensions: ExtensionList = Field(
+        default_factory=list,
+        description="A2A extensions the agent supports (card `capabilities.extensions`): a JSON"
+        " list of `{uri, description, required, params}`, or a JSON or YAML file's path.",
+    )
+    a2a_tenant: TenantName = Field(
+        None, description="The tenant the card's interfaces name, and every 0.3 request's."
+    )
+    a2a_tenants: TenantNames = Field(
+        default_factory=list,
+        description="Comma-separated tenant names served, and A2A_TENANT (another: 404); unset ="
+        " any tenant name, each tenant a scope of its own (docs/protocol.md#tenants).",
+    )
     a2a_card_v03: bool = Field(
         True,
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
@@ -48,6 +63,7 @@ class ServerSettings(BaseSettings):
     a2a_card_signing_extra_jwks: str | None = Field(
         None, description="Old public keys served beside it (rotation): a JWKS, or its file's path."
     )
+    # --- the gRPC binding (app/grpc/), beside HTTP in the same process
     a2a_grpc_port: Port = Field(
         None,
         description="Port of the gRPC binding (the A2A 1.0 and 0.3 services, health, reflection)"
