@@ -42,6 +42,7 @@ SERVER_ENV = {
     "A2A_MAX_BODY_BYTES": str(64 * 1024),
     # Far above what a test asks of it, but for the one that floods it (as bob).
     "A2A_RATE_LIMIT": "40/second",
+    "A2A_EXTENSIONS": '[{"uri": "urn:test:grpc-ext", "description": "An extension to activate."}]',
 }
 AUTH = {"authorization": f"Bearer {KEY}"}
 METADATA = (("a2a-version", "1.0"), ("x-api-key", KEY))
@@ -415,3 +416,34 @@ async def test_random_bytes_to_every_method_get_the_bindings_errors_never_a_cras
                     assert code in allowed, (path, body, code, await call.details())
     listed = await stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=METADATA)
     assert listed.page_size == 50
+
+
+async def test_a_tenants_task_is_the_tenants_on_every_binding(stub, server, fake_llm, marker):
+    fake_llm.script(text("In a tenant.", when_user_contains=marker))
+    request = send_request(marker)
+    request.tenant = "acme"
+    task = (await stub.SendMessage(request, metadata=METADATA)).task
+    got = await stub.GetTask(a2a_pb2.GetTaskRequest(id=task.id, tenant="acme"), metadata=METADATA)
+    assert got.status.state == a2a_pb2.TASK_STATE_COMPLETED
+    for elsewhere in ("", "other"):
+        with pytest.raises(grpc.aio.AioRpcError) as raised:
+            await stub.GetTask(
+                a2a_pb2.GetTaskRequest(id=task.id, tenant=elsewhere), metadata=METADATA
+            )
+        assert raised.value.code() == grpc.StatusCode.NOT_FOUND
+    headers = {"A2A-Version": "1.0", "Authorization": f"Bearer {KEY}"}
+    async with httpx.AsyncClient(trust_env=False, base_url=server.url, headers=headers) as http:
+        reply = await http.get(f"/acme/tasks/{task.id}")
+    assert reply.status_code == 200 and reply.json()["id"] == task.id
+
+
+async def test_a_requested_extension_is_activated_and_echoed(stub):
+    call = stub.ListTasks(
+        a2a_pb2.ListTasksRequest(),
+        metadata=(*METADATA, ("a2a-extensions", "urn:test:grpc-ext, urn:test:unknown")),
+    )
+    await call
+    assert dict(await call.initial_metadata())["a2a-extensions"] == "urn:test:grpc-ext"
+    plain = stub.ListTasks(a2a_pb2.ListTasksRequest(), metadata=METADATA)
+    await plain
+    assert "a2a-extensions" not in dict(await plain.initial_metadata())
