@@ -2,7 +2,7 @@
 answer as protobuf, a failure as a `google.rpc.Status`, the metric, the log line and the span.
 
     request bytes --deserialize (a malformed message: INVALID_ARGUMENT)--> protobuf
-      --edge (authorization / x-api-key, the rate limit), a2a-version--> CallContext
+      --edge (authorization / x-api-key, tenant, a2a-extensions, rate), a2a-version--> CallContext
       --MessageToDict, nesting depth--> JSON params --> the service's operation
       --> a protobuf answer, or journal entries relayed as protobuf messages
 
@@ -14,7 +14,8 @@ initial metadata (`a2a-first-event-id`), and the positions of the ones after it 
 one, so a client knows the position of everything it received. A stream that ends (the task
 settled, the server draining, an error) says the last position sent in its trailing metadata
 (`a2a-last-event-id`). `SubscribeToTask` with `a2a-last-event-id: N` in its metadata sends the
-events after position N, as SSE's `Last-Event-ID` does.
+events after position N, as SSE's `Last-Event-ID` does. A gap in the positions ends a stream
+before it (`_relay`), so that counting stays exact.
 """
 
 from __future__ import annotations
