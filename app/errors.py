@@ -296,6 +296,8 @@ def as_a2a_error(exc: Exception, *, where: str) -> A2AError:
         return OverloadedError(str(exc), retry_after_s=exc.retry_after_s)
     if isinstance(exc, StoreUnavailable):
         logger.warning("%s | the store is unavailable: %s", where, exc)
+        if exc.task_id is not None:  # a task was made: its id lets the client read it later
+            return StoreUnavailableError(taskId=exc.task_id)
         return StoreUnavailableError()
     if isinstance(exc, TaskUnreadable):
         # The cause is the stored data, not this request: one line, no traceback.

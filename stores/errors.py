@@ -10,7 +10,12 @@ class StoreError(Exception):
 
 
 class StoreUnavailable(StoreError):
-    """The backend cannot be reached; the request may be retried later."""
+    """The backend cannot be reached; the request may be retried later. `task_id`: the task
+    the request had made before the store went away (its client can read it later)."""
+
+    def __init__(self, *args: object, task_id: str | None = None) -> None:
+        super().__init__(*args)
+        self.task_id = task_id
 
 
 class StoreFull(StoreError):

@@ -7,15 +7,15 @@
         TurnSuspended         --> INPUT_REQUIRED with the question; the lease is released
         TurnCompleted/Failed  --> final chunk, snapshot and terminal state
     every write: TaskStore.publish(JournalWrite(event [, snapshot], fence, chunks not yet
-                 written)) -- retried while the store is down
+                 written)) -- retried while the store is down (and `on_store_unavailable` told)
 
 State changes made outside a running turn (a cancel, an answer, a takeover's failure) go through
 `record_state`, so there is one way a task's state is written. The scheduler (`TaskRunner`)
-decides when turns run; this module only turns what they do into stored facts.
-"""
+decides when turns run; this module turns what they do into stored facts."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -52,6 +52,7 @@ from stores.base import (
     JournalWrite,
     LeaseStore,
     MessageStore,
+    StoreUnavailable,
     TaskStore,
 )
 from stores.codec import dump_task
@@ -82,12 +83,14 @@ class TurnPublisher:
         checkpoints: CheckpointStore,
         leases: LeaseStore,
         observer: TurnObserver,
+        on_store_unavailable: Callable[[str], None] | None = None,
     ) -> None:
         self._tasks = tasks
         self._messages = messages
         self._checkpoints = checkpoints
         self._leases = leases
         self.observer = observer
+        self._unavailable = on_store_unavailable or observer.on_store_unavailable
 
     def turn(
         self,
@@ -173,7 +176,10 @@ class TurnPublisher:
                 )
                 # Waiting for a human holds no process: the answer may arrive at any replica.
                 turn.holds_lease = False
-                await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
+                with contextlib.suppress(StoreUnavailable):  # it lapses: the task is not active
+                    await self._leases.release(
+                        turn.task.id, owner=turn.owner, holder=turn.fence.holder
+                    )
             case TurnFailed(reason=reason, rejected=rejected):
                 if turn.calls.model_call_started is not None:  # the model call under way failed
                     turn.calls.model_calls += 1
@@ -238,11 +244,14 @@ class TurnPublisher:
 
     async def forget(self, task: Task, *, owner: str, holder: str | None) -> None:
         """Drop what a turn that will never go on holds (its claim, checkpoint and its lease, if
-        `holder` holds it)."""
-        await self._checkpoints.delete(task.id, owner=owner)
-        await self._messages.release(task.context_id, task.id, owner=owner)
-        if holder is not None:
-            await self._leases.release(task.id, owner=owner, holder=holder)
+        `holder` holds it). Tidying: with the store unavailable all is left, found stale later."""
+        try:
+            await self._checkpoints.delete(task.id, owner=owner)
+            await self._messages.release(task.context_id, task.id, owner=owner)
+            if holder is not None:
+                await self._leases.release(task.id, owner=owner, holder=holder)
+        except StoreUnavailable as exc:
+            logger.warning("task_id=<%s> | tidying left for later: %s", task.id, exc)
 
     async def end(self, turn: Turn) -> None:
         """The turn is over for good: release what it held."""
@@ -287,7 +296,7 @@ class TurnPublisher:
         await persistently(
             lambda: self._checkpoints.save(turn.task.id, saved, owner=turn.owner, fence=turn.fence),
             what="checkpoint save",
-            on_unavailable=self.observer.on_store_unavailable,
+            on_unavailable=self._unavailable,
         )
 
     async def _publish(
@@ -320,9 +329,7 @@ class TurnPublisher:
 
     def _persist(self, write: Callable[[], Awaitable[int]]) -> Awaitable[int]:
         """A journal write of the turn, retried while the store is unavailable."""
-        return persistently(
-            write, what="event publish", on_unavailable=self.observer.on_store_unavailable
-        )
+        return persistently(write, what="event publish", on_unavailable=self._unavailable)
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task

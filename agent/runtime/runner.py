@@ -59,6 +59,8 @@ from stores.models import ChatMessage, Message, Task, TaskState
 
 logger = logging.getLogger(__name__)
 
+UNRECORDED = "the store is unreachable: task %r goes on, and can be read once it is back"
+
 
 # Each use of a lease is a holder of its own: the process's name and a number unique in the process.
 _LEASE_USES = itertools.count(1)
@@ -109,6 +111,7 @@ class TaskRunner:
             checkpoints=checkpoints,
             leases=leases,
             observer=self._observer,
+            on_store_unavailable=self.store_unreachable,
         )
         self._holder = holder
         self._lease_ttl_s = lease_ttl_s
@@ -294,6 +297,16 @@ class TaskRunner:
             with contextlib.suppress(ValueError):
                 turn.end_waiters.remove(ended)
         return turn
+
+    def store_unreachable(self, operation: str) -> None:
+        """A write or a lease renewal found the store unreachable: the turns here wait for it,
+        but a blocking send waiting on one is told now, with the task's id (cut off from Redis,
+        it would wait the whole cut while another replica takes the turn over)."""
+        self._observer.on_store_unavailable(operation)
+        for (_, task_id), (_, turn) in self._running.items():
+            for ended in turn.end_waiters:
+                if not ended.done():
+                    ended.set_exception(StoreUnavailable(UNRECORDED % task_id, task_id=task_id))
 
     def leased(self) -> list[tuple[TaskRef, str]]:
         """The turns running here that hold their lease, with their holder (the ones to renew)."""

@@ -109,7 +109,7 @@ class TurnSupervisor:
                 await step()
             except StoreUnavailable:
                 name = getattr(step, "__name__", "step")
-                self._runner.observer.on_store_unavailable(name)
+                self._runner.store_unreachable(name)
                 logger.warning("store unavailable; %s retries", name)
             except Exception:
                 logger.exception("supervisor step failed")

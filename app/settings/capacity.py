@@ -132,5 +132,7 @@ class CapacitySettings(BaseSettings):
     redis_command_timeout_s: float = Field(
         1.5,
         gt=0,
-        description="A Redis command without an answer after this long fails (store unavailable).",
+        description="A Redis command without an answer after this long fails (store unavailable);"
+        " while streams are open Redis is pinged this often, and a ping unanswered for twice this"
+        " long ends them with the store-unavailable error (clients resume elsewhere).",
     )

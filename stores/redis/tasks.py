@@ -62,6 +62,7 @@ from stores.models import JournalEntry, Task, TaskRecord, TaskState
 from stores.redis.batch import CommandBatcher
 from stores.redis.journal_mux import JournalMux
 from stores.redis.listing import TaskLists
+from stores.redis.read_watch import ReadWatch, watched
 from stores.redis.scripts import CREATE_LISTED_TASK, PUBLISH_LISTED_EVENTS
 from stores.redis.shared_reads import SharedReads
 from stores.redis.store import RedisStore
@@ -103,9 +104,12 @@ class RedisTaskStore(RedisStore, TaskStore):
         journal_max: int = 10_000,
         read_client: RedisClient | None = None,
         batcher: CommandBatcher | None = None,
+        read_watch: ReadWatch | None = None,
     ) -> None:
+        """`read_watch`: ends the blocking reads waiting on a Redis that stopped answering."""
         super().__init__(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher)
         self._read_redis = read_client or client
+        self._read_watch = read_watch
         self._index_ttl_ms = 2 * self._ttl_ms
         self._lists = TaskLists(
             client, self._keys, ttl_ms=self._ttl_ms, index_ttl_ms=self._index_ttl_ms
@@ -115,7 +119,10 @@ class RedisTaskStore(RedisStore, TaskStore):
         # per journal and position, shared by its readers (SharedReads).
         self._mux = (
             JournalMux(
-                self._read_redis, client, wake_key=partial(self._keys.wake, uuid.uuid4().hex)
+                self._read_redis,
+                client,
+                wake_key=partial(self._keys.wake, uuid.uuid4().hex),
+                read_watch=read_watch,
             )
             if isinstance(self._read_redis, Redis) and isinstance(client, Redis)
             else None
@@ -276,6 +283,8 @@ class RedisTaskStore(RedisStore, TaskStore):
         """Stop the journal reader (the clients are the caller's to close)."""
         if self._mux is not None:
             await self._mux.aclose()
+        if self._read_watch is not None:
+            await self._read_watch.aclose()
 
     async def _blocking_read(
         self, journal: str, start: str, timeout_s: float
@@ -285,9 +294,10 @@ class RedisTaskStore(RedisStore, TaskStore):
         block_ms = max(1, int(timeout_s * 1000))
         with redis_available():
             try:
-                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
-                    found = await self._read_redis.xread({journal: start}, block=block_ms)
-            except TimeoutError as exc:  # the connection went silent: a cut, not a quiet journal
+                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S) as deadline:
+                    with watched(self._read_watch, deadline):
+                        found = await self._read_redis.xread({journal: start}, block=block_ms)
+            except TimeoutError as exc:  # silent past its block, or Redis stopped answering pings
                 raise StoreUnavailable("Redis did not answer a blocking read") from exc
             except ResponseError as exc:
                 if not str(exc).startswith("UNBLOCKED"):

@@ -14,7 +14,7 @@ from agent.runtime.publisher import ANSWER_ARTIFACT_NAME
 from agent.runtime.runner import TaskRunner
 from agent.tools.function import FunctionTool
 from agent.tools.toolbox import Toolbox
-from stores.base import ChunkSink, Fence, JournalWrite, WriteRetry
+from stores.base import ChunkSink, Fence, JournalWrite, StoreUnavailable, WriteRetry
 from stores.chunks import WritingBehind
 from stores.memory import InMemoryTaskStore
 from stores.models import (
@@ -320,6 +320,26 @@ async def test_a_wait_for_the_local_turn_ends_with_it_and_a_cancelled_wait_leave
     assert turn is not None and turn.settled is not None
     assert turn.settled.task.status.state == TaskState.COMPLETED
     assert await rig.runner.until_local_turn_ends(task.id, owner=OWNER) is None  # over here
+
+
+async def test_a_store_found_unreachable_ends_the_waits_not_the_turn(rig: Rig) -> None:
+    """A replica cut off from its store: a blocking send waiting on a turn here is told at once
+    (the store-unavailable error, naming its task), while the turn waits for the store and goes
+    on; a wait that begins afterwards waits for the turn again."""
+    gate = asyncio.Event()
+    rig.llm.script(blocked(gate, then=text("Done.")))
+    task = await rig.submit()
+    wait = asyncio.create_task(rig.runner.until_local_turn_ends(task.id, owner=OWNER))
+    await asyncio.sleep(0.05)
+    rig.runner.store_unreachable("lease renewal")
+    with pytest.raises(StoreUnavailable) as raised:
+        await asyncio.wait_for(wait, 2)
+    assert raised.value.task_id == task.id and task.id in str(raised.value)
+    assert rig.runner.is_running(task.id, owner=OWNER)
+    gate.set()
+    turn = await asyncio.wait_for(rig.runner.until_local_turn_ends(task.id, owner=OWNER), 2)
+    assert turn is not None and turn.settled is not None
+    assert turn.settled.task.status.state == TaskState.COMPLETED
 
 
 async def test_a_wait_for_the_local_turn_goes_on_in_the_pass_the_turn_ends(rig: Rig) -> None:
