@@ -115,10 +115,16 @@ class GrpcServer:
             server,
         )
         address = _address(settings.a2a_host, settings.a2a_grpc_port or 0)
-        if self._credentials is not None:
-            self.port = server.add_secure_port(address, self._credentials)
-        else:
-            self.port = server.add_insecure_port(address)
+        try:
+            if self._credentials is not None:
+                self.port = server.add_secure_port(address, self._credentials)
+            else:
+                self.port = server.add_insecure_port(address)
+        except RuntimeError:
+            raise GrpcConfigurationError(
+                f"cannot serve gRPC on {address} (A2A_GRPC_PORT): the port is in use, or not"
+                " this process's to bind"
+            ) from None
         await server.start()
         for name in ("", *self._names):
             await health.set(name, health_pb2.HealthCheckResponse.SERVING)

@@ -8,6 +8,7 @@ import asyncio
 import datetime
 import ipaddress
 import signal
+import socket
 import subprocess
 from pathlib import Path
 
@@ -158,3 +159,18 @@ async def test_sigterm_ends_an_open_stream_with_its_last_position_and_health_say
         assert await asyncio.to_thread(server.proc.wait, 30) in (0, -signal.SIGTERM)
     finally:
         server.cleanup()
+
+
+def test_a_grpc_port_in_use_stops_the_server_at_startup_saying_so(tmp_path):
+    scratch = ServerProcess("http://127.0.0.1:9")  # for its environment only
+    scratch.cleanup()
+    with socket.socket() as taken:
+        taken.bind(("127.0.0.1", 0))
+        taken.listen()
+        port = taken.getsockname()[1]
+        env = {**scratch.environment(), "A2A_GRPC_PORT": str(port)}
+        result = subprocess.run(
+            server_command(free_port()), env=env, capture_output=True, text=True, timeout=60
+        )
+    assert result.returncode == 3, result.stderr[-2000:]
+    assert f"cannot serve gRPC on 127.0.0.1:{port} (A2A_GRPC_PORT)" in result.stderr
