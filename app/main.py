@@ -107,6 +107,7 @@ def _mount(app: ServerApp, services: Services) -> None:
             extensions=edge.extensions,
             path=path,
             skills=hosted.skills,
+            agent=hosted.name if path else None,
         )
         for card_path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
             app.add_api_route(path + card_path, card, methods=["GET"], include_in_schema=False)

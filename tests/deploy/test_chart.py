@@ -326,3 +326,22 @@ def test_public_url_and_ingress_reach_the_card_and_the_host_allow_list() -> None
     assert rule["host"] == "agent.example.com"
     backend = rule["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "demo-a2a-agent-server", "port": {"name": "http"}}
+
+
+def test_a_grpc_port_gets_a_container_port_and_a_service_port() -> None:
+    docs = render()
+    assert [port["name"] for port in server_container(docs)["ports"]] == ["http"]
+    assert "A2A_GRPC_PORT" not in config_of(docs)
+    docs = render(config={"A2A_GRPC_PORT": "50051"})
+    ports = {port["name"]: port for port in server_container(docs)["ports"]}
+    assert ports["grpc"]["containerPort"] == 50051
+    service_ports = {
+        port["name"]: port for port in docs["Service/demo-a2a-agent-server"]["spec"]["ports"]
+    }
+    assert service_ports["grpc"] == {
+        "name": "grpc",
+        "port": 50051,
+        "targetPort": "grpc",
+        "appProtocol": "grpc",
+    }
+    assert config_of(docs)["A2A_GRPC_PORT"] == "50051"
