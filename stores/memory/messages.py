@@ -91,3 +91,10 @@ class InMemoryMessageStore(MessageStore):
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
         if self._claims.get((owner, context_id)) == task_id:
             del self._claims[(owner, context_id)]
+
+    def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
+        """The task store dropped the task (idle past the TTL while waiting for input): its
+        claim on the context goes with it. The conversation stays: it is the context's, which
+        a client may still continue (it goes by its own bound)."""
+        if self._claims.get((owner, context_id)) == task_id:
+            del self._claims[(owner, context_id)]
