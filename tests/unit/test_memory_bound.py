@@ -100,6 +100,22 @@ async def test_conversations_are_bounded_the_ones_written_to_longest_ago_go_firs
     assert [m.content for m in await store.window("c1", owner="o", limit=10)] == ["m1"]
 
 
+async def test_a_long_conversation_keeps_what_a_turn_reads_and_no_more() -> None:
+    """A context that goes on for thousands of turns: only its last messages are ever read
+    (AGENT_HISTORY_MAX_MESSAGES), so only those (up to twice as many) are kept."""
+    store = InMemoryMessageStore(window_max=10)
+    for n in range(1000):
+        answer = [*said(f"q{n}"), ChatMessage(role="assistant", content=f"a{n}")]
+        assert await store.append("c", answer, owner="o", unit_id=f"u{n}")
+    (conversation,) = store._conversations.values()
+    assert len(conversation.messages) <= 20
+    assert len(conversation.units) <= 20
+    window = await store.window("c", owner="o", limit=10)
+    assert [m.content for m in window] == [f"{kind}{n}" for n in range(995, 1000) for kind in "qa"]
+    assert not await store.append("c", said("again"), owner="o", unit_id="u999")  # a retry
+    assert [m.content for m in await store.window("c", owner="o", limit=1)] == ["a999"]
+
+
 async def test_a_dropped_tasks_lease_goes_with_it_unless_held() -> None:
     stores = InMemoryStores.create(ttl_s=3600, max_tasks=2)
     for name in ("a", "b"):
