@@ -10,7 +10,7 @@ drives `--tasks` tasks through it with a few concurrent JSON-RPC clients (httpx)
 server's VmRSS after 5%, 25%, 50%, 75% and 100% of them (1,000 ... 20,000 by default): at each
 mark the clients pause, the server is left alone `--settle` seconds and is measured as it is (no
 collection forced from outside). The mix: blocking sends and streamed sends (read to the end),
-new contexts and continued ones (a context takes up to `CONTEXT_TURNS` turns), some sends that
+new contexts and continued ones (a context takes up to `--context-turns` turns), some sends that
 return at once and are polled with GetTask, some with a push config (a webhook in this process),
 GetTask and ListTasks between them. Prints the table and RSS(20k)/RSS(5k) per store; exits 1 if
 a ratio exceeds `--limit` (1.25) or a request failed.
@@ -44,7 +44,6 @@ import httpx
 ROOT = Path(__file__).resolve().parents[1]
 BIN = Path(sys.executable).parent
 MARKS = (0.05, 0.25, 0.5, 0.75, 1.0)
-CONTEXT_TURNS = 5  # a continued context takes this many turns at most, then it is left alone
 TERMINAL = {"TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED"}
 _SCRUB = ("A2A_", "LLM_", "AGENT_", "REDIS_", "SCRIPTED_", "OPENAI_", "LITELLM_", "LOG_", "TASK_")
 
@@ -100,6 +99,8 @@ class Soak:
     counts: dict[str, int] = field(default_factory=dict)
     failures: list[str] = field(default_factory=list)
     list_share: float = 0.03
+    continue_share: float = 0.4  # of sends, in a context free to continue (if there is one)
+    context_turns: int = 5  # a context takes this many turns at most, then it is left alone
 
     def count(self, what: str) -> None:
         self.counts[what] = self.counts.get(what, 0) + 1
@@ -132,7 +133,7 @@ async def one_task(client: httpx.AsyncClient, soak: Soak) -> None:
         "parts": [{"text": f"soak message {rng.randrange(10**6)} " + "word " * rng.randrange(4)}],
     }
     context, turns = (None, 0)
-    if soak.contexts and rng.random() < 0.4:
+    if soak.contexts and rng.random() < soak.continue_share:
         context, turns = soak.contexts.popleft()
         message["contextId"] = context
     params: dict[str, object] = {"message": message}
@@ -155,7 +156,7 @@ async def one_task(client: httpx.AsyncClient, soak: Soak) -> None:
     soak.count(kind)
     if state != "TASK_STATE_COMPLETED":
         soak.failures.append(f"{kind}: ended {state}")
-    if context and turns + 1 < CONTEXT_TURNS:
+    if context and turns + 1 < soak.context_turns:
         soak.contexts.append((context, turns + 1))
     if soak.recent and rng.random() < 0.10:
         soak.count("GetTask")
@@ -242,7 +243,14 @@ async def soak_one(store: str, env: dict[str, str], args: argparse.Namespace
     marks = [max(1, round(args.tasks * mark)) for mark in MARKS]
     folder = tempfile.TemporaryDirectory()
     with folder, server(env, Path(folder.name) / "server.log") as (url, pid):
-        soak, done = Soak(url, webhook, list_share=args.list_share), 0
+        soak = Soak(
+            url,
+            webhook,
+            list_share=args.list_share,
+            continue_share=args.continue_share,
+            context_turns=args.context_turns,
+        )
+        done = 0
         for mark in marks:
             began = time.monotonic()
             await drive(soak, mark - done, args.clients)
@@ -286,6 +294,8 @@ def main() -> None:
     parser.add_argument("--settle", type=float, default=2.0)
     parser.add_argument("--limit", type=float, default=1.25)
     parser.add_argument("--list-share", type=float, default=0.03, help="of tasks, ListTasks after")
+    parser.add_argument("--continue-share", type=float, default=0.4, help="of sends")
+    parser.add_argument("--context-turns", type=int, default=5, help="turns a context takes")
     parser.add_argument("--tracemalloc", type=Path, help="a folder for the server's snapshots")
     args = parser.parse_args()
     args.failed = False
@@ -332,7 +342,10 @@ def print_growth(folder: Path, top: int = 15) -> None:
 
 def print_table(results: dict[str, list[tuple[int, int, float]]], args: argparse.Namespace) -> None:
     stores = list(results)
-    print(f"\nmodel {args.model}, {args.clients} clients, A2A_MEMORY_MAX_TASKS={args.max_tasks}\n")
+    print(
+        f"\nmodel {args.model}, {args.clients} clients, A2A_MEMORY_MAX_TASKS={args.max_tasks},"
+        f" continued {args.continue_share:.0%} (up to {args.context_turns} turns a context)\n"
+    )
     print("| tasks | " + " | ".join(f"{s} RSS MiB | {s} tasks/s" for s in stores) + " |")
     print("|---:|" + "---:|---:|" * len(stores))
     for i, (done, *_rest) in enumerate(results[stores[0]]):
