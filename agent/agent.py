@@ -12,7 +12,7 @@ from agent.loop import AgentLoop
 from agent.retry import persistently
 from agent.state import LoopState
 from agent.tools.client import ClientTool
-from stores.base import MessageStore
+from stores.base import MessageStore, StoreUnavailable
 from stores.models import ChatMessage
 
 
@@ -39,15 +39,29 @@ class Agent:
         *,
         client_tools: list[ClientTool] | None = None,
     ) -> LoopState:
-        """Commit the user message and build the turn's starting state."""
+        """Commit the user message and build the turn's starting state (waiting for the store
+        while it is unavailable, as every write of a turn does)."""
         # Only the window is read: starting a turn costs the same however long the conversation.
-        history = await self._messages.window_then_append(
-            turn.context_id,
-            [user_message],
-            owner=turn.owner,
-            unit_id=f"{turn.task_id}:user",
-            limit=self._history_max_messages - 1,
-        )
+        unit_id, limit = f"{turn.task_id}:user", self._history_max_messages - 1
+        try:
+            history = await self._messages.window_then_append(
+                turn.context_id, [user_message], owner=turn.owner, unit_id=unit_id, limit=limit
+            )
+        except StoreUnavailable:
+            # The store may have run it before its answer was lost: commit the unit (once, by its
+            # id), then read the window up to it. Nothing follows it (one turn per context).
+            await persistently(
+                partial(
+                    self._messages.append,
+                    turn.context_id,
+                    [user_message],
+                    owner=turn.owner,
+                    unit_id=unit_id,
+                ),
+                what="conversation append",
+            )
+            window = partial(self._messages.window, turn.context_id, owner=turn.owner)
+            history = (await persistently(partial(window, limit=limit + 1), what="history"))[:-1]
         return LoopState(
             conversation=[*starts_on_boundary(history), user_message],
             client_tools=client_tools or [],

@@ -19,3 +19,7 @@ class TurnContext:
     call_depth: int = 0
     """How many agents deep this turn runs: 0 for a client's message; an agent calling another
     agent sends its own depth + 1 (message metadata `a2aCallDepth`)."""
+    extensions: frozenset[str] = frozenset()
+    """The URIs of the A2A extensions active for the turn: those the agent declares that the
+    request which started (or resumed) it listed in `A2A-Extensions`. A hook or tool that
+    implements an extension acts only when its URI is here."""

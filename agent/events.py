@@ -4,7 +4,7 @@ from __future__ import annotations
 
 from collections.abc import Awaitable, Callable
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Literal
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.state import LoopState
 from stores.models import Artifact, ChatMessage
@@ -113,6 +113,8 @@ class TurnCompleted:
     usage: Usage
     llm_calls: int
     tool_calls: int
+    metadata: dict[str, Any] | None = None
+    """The answer's metadata, from the hooks (`Hooks.answer_metadata`)."""
     kind: Literal["turn_completed"] = "turn_completed"
 
 

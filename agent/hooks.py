@@ -16,6 +16,7 @@ from typing import Any, Literal, ParamSpec, TypeVar
 from agent.context import TurnContext as TurnContext
 from agent.errors import AgentError, HookFailureMode
 from agent.events import TurnCompleted, TurnFailed
+from agent.extensions import AgentExtension
 from agent.llm.base import LLMRequest, LLMResponse
 from agent.tools.base import ToolResult
 from stores.models import Message, ToolCall
@@ -65,10 +66,21 @@ class Approval:
 class Hooks:
     """No-op hooks. Override the methods you need."""
 
+    def extensions(self) -> list[AgentExtension]:
+        """The A2A extensions this hook implements, declared in the agent card; the turn says
+        which are active (`turn.extensions`)."""
+        return []
+
     async def on_turn_start(self, turn: TurnContext) -> None:
         return None
 
     async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
+        return None
+
+    async def answer_metadata(self, turn: TurnContext, answer: str) -> dict[str, Any] | None:
+        """Metadata for the turn's answer, when it completes: merged into the metadata of the
+        answer artifact, of the agent's message in the history and of the final status update
+        (an extension's keys under its URI)."""
         return None
 
     async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest | None:
@@ -137,6 +149,15 @@ class HookChain:
     async def on_turn_end(self, turn: TurnContext, outcome: TurnCompleted | TurnFailed) -> None:
         for hook in self.hooks:
             await self._guard(hook, hook.on_turn_end, turn, outcome)
+
+    async def answer_metadata(self, turn: TurnContext, answer: str) -> dict[str, Any] | None:
+        """Every hook's answer metadata, merged in registration order (None: none gave any)."""
+        merged: dict[str, Any] = {}
+        for hook in self.hooks:
+            metadata = await self._guard(hook, hook.answer_metadata, turn, answer)
+            if isinstance(metadata, dict):
+                merged |= metadata
+        return merged or None
 
     async def before_llm_call(self, turn: TurnContext, request: LLMRequest) -> LLMRequest:
         for hook in self.hooks:

@@ -309,11 +309,13 @@ class AgentLoop:
         return fit_to_window(messages, max_messages=self._max_messages, budget=budget, count=count)
 
     async def _completed(self, turn: TurnContext, state: LoopState) -> TurnCompleted:
+        answer = "".join(state.answer)
         event = TurnCompleted(
-            answer="".join(state.answer),
+            answer=answer,
             usage=self._usage(state),
             llm_calls=state.iterations,
             tool_calls=state.tool_calls_made,
+            metadata=await self._hooks.answer_metadata(turn, answer),
         )
         await self._end(turn, event)
         return event

@@ -141,7 +141,8 @@ class ToolRound:
             listen_to_progress(
                 lambda text: events.put_nowait(
                     ToolProgress(call_id=call.id, name=call.name, text=text)
-                )
+                ),
+                turn,
             )
             span = start_span("tool.execute", turn.trace, **{"tool.name": call.name})
             try:

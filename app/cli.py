@@ -20,6 +20,8 @@ from pydantic import ValidationError
 
 from agent.hooks import HookLoadError
 from agent.tools.base import ToolLoadError
+from app.a2a.card_signing import CardSigningError
+from app.extensions import ExtensionDeclarationError
 from app.http.auth import AuthConfigurationError
 from app.http.connections import raise_open_files_limit, with_limits
 from app.http.server import DrainingServer
@@ -106,16 +108,22 @@ def main(argv: list[str] | None = None) -> int:
     try:
         settings = Settings(**overrides)
     except ValidationError as exc:
-        print(f"a2a-server: invalid configuration:\n{exc}", file=sys.stderr)
+        for error in exc.errors():  # one line each: the setting, and what is wrong with it
+            where = ".".join(str(part) for part in error["loc"])
+            why = str(error["msg"]).removeprefix("Value error, ")
+            print(f"a2a-server: invalid configuration: {where}: {why}", file=sys.stderr)
         return 2
     configure_logging(settings)
     try:
         app = create_app(settings)
-    except (ToolLoadError, HookLoadError) as exc:
+    except (ToolLoadError, HookLoadError, ExtensionDeclarationError) as exc:
         print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
     except AuthConfigurationError as exc:
         print(f"a2a-server: unsafe configuration: {exc}", file=sys.stderr)
+        return 2
+    except CardSigningError as exc:
+        print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
     return serve(app, settings)

@@ -215,6 +215,17 @@ class VersionNotSupportedError(A2AError):
     status = "FAILED_PRECONDITION"
 
 
+class ExtensionSupportRequiredError(A2AError):
+    """The agent requires an extension the request did not list in `A2A-Extensions`; ErrorInfo
+    metadata `extensions` names them (comma-separated)."""
+
+    code = -32008
+    reason = "EXTENSION_SUPPORT_REQUIRED"
+    default_message = "Extension support required"
+    http_status = 400
+    status = "FAILED_PRECONDITION"
+
+
 class ExtendedCardNotConfiguredError(A2AError):
     code = -32007
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"

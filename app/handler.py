@@ -52,6 +52,8 @@ class SendRequest:
     """The client's W3C trace context (`traceparent`, `tracestate`): the turn joins its trace."""
     push_config: PushConfig | None = None
     """A webhook given with the message (its `task_id` is filled in once the task is known)."""
+    extensions: frozenset[str] = frozenset()
+    """The A2A extensions the request activated (the turn's hooks and tools read them)."""
 
 
 DirectReplier = Callable[[str, Message], Awaitable[str | None]]
@@ -212,4 +214,5 @@ def _task_request(request: SendRequest) -> TaskRequest:
         client_tools=client_tools,
         trace_carrier=request.trace_carrier,
         push_config=request.push_config,
+        extensions=request.extensions,
     )

@@ -5,6 +5,7 @@ guard (Host, Origin, CORS, body size)            app.http.guard
   -> /message:send, ...  HTTP+JSON 1.0             app.a2a.rest
   -> /v1/...             HTTP+JSON 0.3             app.a2a.v0_3.rest
   -> the cards, /healthz, /readyz, /metrics, the console
+  -> /{tenant}/message:send, ...  HTTP+JSON 1.0 within a tenant (last: it shadows nothing)
 """
 
 from __future__ import annotations
@@ -22,9 +23,10 @@ from agent.hooks import Hooks
 from agent.llm.base import LLMClient
 from agent.tools.base import ToolProvider
 from app.a2a.card import AgentCardEndpoint, package_version
+from app.a2a.card_signing import JWKS_PATH
 from app.a2a.jsonrpc import JsonRpcBinding
 from app.a2a.openapi import build_openapi
-from app.a2a.rest import RestBinding, framework_error
+from app.a2a.rest import TENANT_PREFIX, RestBinding, framework_error
 from app.a2a.v0_3.rest import RestV03Binding
 from app.console_routes import console_routes
 from app.http.asgi import ServerApp
@@ -48,7 +50,8 @@ def create_app(
     own model client. It leaves the host process as it found it (no signal handler, no garbage
     collector tuning: the `a2a-server` command does those).
 
-    Refuses unsafe authentication settings (AuthConfigurationError): see app.http.auth.
+    Refuses unsafe authentication settings (AuthConfigurationError): see app.http.auth; and
+    card signing settings it cannot use (CardSigningError): see app.a2a.card_signing.
     """
     services = build_services(
         settings, tools=tools, hooks=hooks, llm=llm, tool_providers=tool_providers
@@ -88,22 +91,28 @@ def _mount(app: ServerApp, services: Services) -> None:
         services.edge,
         services.metrics,
     )
-    card = AgentCardEndpoint(settings, services.toolbox)
+    signer = services.card_signer
+    card = AgentCardEndpoint(settings, services.toolbox, signer=signer, extensions=edge.extensions)
     for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
         app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
+    if signer is not None:  # the keys that verify the cards' signatures (their `jku`)
+        app.add_api_route(JWKS_PATH, signer.jwks_endpoint, methods=["GET"], include_in_schema=False)
     depth = settings.a2a_max_json_depth
     jsonrpc = JsonRpcBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     # Served from the guard alone, without FastAPI's middleware and routing (see app.http.asgi):
     # every JSON-RPC call, and each of the thousands of streams a replica may hold open.
     app.add_direct_route("/", "POST", jsonrpc.__call__)
-    for binding in (RestBinding, RestV03Binding):
-        app.router.routes.extend(
-            binding(operations, edge, max_json_depth=depth, metrics=metrics).routes()
-        )
+    rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.router.routes.extend(rest.routes())
+    app.router.routes.extend(
+        RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics).routes()
+    )
     if settings.a2a_console:  # static files; every call it makes is authenticated as any
         app.router.routes.extend(console_routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).
     app.add_api_route("/metrics", metrics.endpoint, methods=["GET"], include_in_schema=False)
+    # The tenant's copies last: `/{tenant}/...` matches `/v1/message:send` and would shadow it.
+    app.router.routes.extend(rest.routes(TENANT_PREFIX))
     app.add_exception_handler(HTTPException, framework_error)
     log_malformed_http_at_debug()
     one_line_per_request()

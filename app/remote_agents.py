@@ -6,7 +6,8 @@ generation and binding the card offers (1.0 before 0.3, JSON-RPC before HTTP+JSO
 answer and returns the final artifacts' text. Its working status messages show in our task as
 progress; its question (input-required) becomes our client's, and the answer goes back down to its
 task (ToolNeedsInput / resume). The caller's trace context travels with it
-(`traceparent`), and so does the call depth (message metadata `a2aCallDepth`): a turn started by
+(`traceparent`), so do the A2A extensions active for the turn that the agent's card declares
+(`A2A-Extensions`), and so does the call depth (message metadata `a2aCallDepth`): a turn started by
 a call at AGENT_MAX_CALL_DEPTH cannot call further, so two agents calling each other stop.
 Cancelling our task (running, or waiting for that answer) cancels the sub-agent's task.
 """
@@ -32,10 +33,12 @@ from app.client.a2a_client import (
     INTERRUPTED_STATES,
     A2AClient,
     A2AClientError,
+    card_url_of,
     state_of,
     status_text,
     text_of,
 )
+from app.client.card_signatures import CardVerdict, verify_card
 
 logger = logging.getLogger(__name__)
 
@@ -43,14 +46,21 @@ CALL_DEPTH_KEY = "a2aCallDepth"
 RETRY_MAX_S = 30.0  # the longest wait between two tries of a card that is not up yet
 
 
+class CardNotTrusted(A2AClientError):
+    """The entry requires a signed card, and the agent's is unsigned or does not verify."""
+
+
 @dataclass(frozen=True, kw_only=True)
 class RemoteAgentConfig:
     card_url: str
     headers: dict[str, str] = field(default_factory=dict)
+    require_signed_card: bool = False
+    """Use the agent only if its card's signature verifies (app.client.card_signatures)."""
 
 
 def parse_remote_agents(value: str) -> list[RemoteAgentConfig]:
-    """AGENT_REMOTE_AGENTS: card URLs, comma-separated, or a JSON list of `{"url", "headers"}`."""
+    """AGENT_REMOTE_AGENTS: card URLs, comma-separated, or a JSON list of `{"url", "headers",
+    "require_signed_card"}`."""
     if value.lstrip().startswith("["):
         entries = json.loads(value)
         if not isinstance(entries, list):
@@ -61,7 +71,17 @@ def parse_remote_agents(value: str) -> list[RemoteAgentConfig]:
                 configs.append(RemoteAgentConfig(card_url=entry))
             elif isinstance(entry, dict) and isinstance(entry.get("url"), str):
                 headers = entry.get("headers") or {}
-                configs.append(RemoteAgentConfig(card_url=entry["url"], headers=dict(headers)))
+                signed = entry.get("require_signed_card", False)
+                if not isinstance(signed, bool):
+                    raise ValueError(
+                        f"AGENT_REMOTE_AGENTS entry {entry['url']!r}: require_signed_card must be"
+                        " true or false"
+                    )
+                configs.append(
+                    RemoteAgentConfig(
+                        card_url=entry["url"], headers=dict(headers), require_signed_card=signed
+                    )
+                )
             else:
                 raise ValueError(f"AGENT_REMOTE_AGENTS entry {entry!r} needs a `url`")
         return configs
@@ -119,6 +139,7 @@ class RemoteAgentProvider(ToolProvider):
                 self._http, self._config.card_url, headers=self._config.headers
             )
             card = agent.card
+            verdict = await self._trust(card)
             name = tool_name(str(card.get("name", "")))
             self.name = name
             description = str(card.get("description") or f"The A2A agent {card.get('name')}")
@@ -134,7 +155,12 @@ class RemoteAgentProvider(ToolProvider):
                 },
             )
             self._agent, self._status = agent, None
-            logger.info("remote_agent=<%s>, url=<%s> | ready", name, agent.endpoint.url)
+            logger.info(
+                "remote_agent=<%s>, url=<%s> | ready%s",
+                name,
+                agent.endpoint.url,
+                f" ({verdict})" if verdict is not None else "",
+            )
             return True
         except (httpx.HTTPError, ValueError, A2AClientError) as exc:
             self._status = f"the agent card at {self._config.card_url} is not usable: {exc}"
@@ -145,6 +171,17 @@ class RemoteAgentProvider(ToolProvider):
                     self._status,
                 )
             return False
+
+    async def _trust(self, card: dict[str, Any]) -> CardVerdict | None:
+        """With `require_signed_card`: the card's verdict, if its signature verifies; else
+        CardNotTrusted (the tool is not offered, and /readyz says why)."""
+        if not self._config.require_signed_card:
+            return None
+        verdict = await verify_card(self._http, card, card_url=card_url_of(self._config.card_url))
+        if not verdict.verified:
+            what = "it is unsigned" if verdict.status == "unsigned" else f"its {verdict}"
+            raise CardNotTrusted(f"{what} (require_signed_card)")
+        return verdict
 
     async def aclose(self) -> None:
         if self._retrying is not None:
@@ -185,6 +222,8 @@ class RemoteAgentProvider(ToolProvider):
         if agent is None:
             raise ToolError(f"the agent is unavailable: {self._status}")
         headers = dict(carrier_of(turn.trace)) if turn is not None and turn.trace else {}
+        if turn is not None:  # those it declares of the extensions our caller activated
+            headers |= agent.extension_headers(turn.extensions & agent.extensions)
         task_id: str | None = (task or {}).get("taskId")
         context_id: str | None = (task or {}).get("contextId")
         message = agent.message(

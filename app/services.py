@@ -27,9 +27,7 @@ from urllib.parse import urlsplit
 from agent.agent import Agent
 from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
 from agent.llm.base import LLMClient
-from agent.llm.demo import DemoModel
-from agent.llm.litellm import LiteLLMClient
-from agent.llm.scripted import SCRIPTED_MODEL_NAME, ScriptedModel
+from agent.llm.scripted import SCRIPTED_MODEL_NAME
 from agent.loop import AgentLoop
 from agent.runtime.admission import Slots
 from agent.runtime.drain import Drain
@@ -38,23 +36,22 @@ from agent.runtime.push import PushDelivery
 from agent.runtime.runner import TaskRunner
 from agent.runtime.supervisor import TurnSupervisor
 from agent.runtime.tasks import TaskLifecycle
-from agent.tck_profile import TCK_PROFILE, TCK_TOOLS, TckHooks, TckModel
-from agent.tools.base import ToolProvider, UnavailableSource
-from agent.tools.builtin import BUILTIN_TOOLS
+from agent.tck_profile import TCK_PROFILE, TckHooks
+from agent.tools.base import ToolProvider
 from agent.tools.control import ASK_USER, FINISH
-from agent.tools.function import FunctionTool, load_tool_functions
-from agent.tools.mcp import MCPToolProvider, parse_mcp_servers
 from agent.tools.toolbox import Toolbox
-from app.a2a.card import build_extended_card, card_base_url, package_version
+from app.a2a.card import card_base_url, declared_extensions, package_version, signed_extended_card
+from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
+from app.engine import build_llm, build_toolbox
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
+from app.http.tenants import Tenants
 from app.ops.metrics import Metrics
 from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
-from app.remote_agents import RemoteAgentProvider, parse_remote_agents
 from app.settings import Settings
 from stores.base import StoreSet
 from stores.memory import InMemoryStores
@@ -64,65 +61,6 @@ if TYPE_CHECKING:  # the SDK loads only when metrics are exported (app.ops.telem
     from opentelemetry.sdk.metrics import MeterProvider
 
 logger = logging.getLogger(__name__)
-
-
-def build_llm(settings: Settings) -> LLMClient:
-    if settings.agent_profile == TCK_PROFILE:
-        return TckModel()
-    if settings.uses_demo_model:
-        return DemoModel()
-    if settings.llm_model == SCRIPTED_MODEL_NAME:
-        return ScriptedModel(chunks=settings.scripted_chunks, delay_ms=settings.scripted_delay_ms)
-    assert settings.llm_model is not None
-    return LiteLLMClient(
-        model=settings.llm_model,
-        api_base=settings.llm_api_base,
-        api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
-        timeout_s=settings.llm_timeout_s,
-        num_retries=settings.llm_num_retries,
-    )
-
-
-def build_tool_providers(settings: Settings) -> list[ToolProvider]:
-    """The tool sources the settings configure (AGENT_MCP_SERVERS, AGENT_REMOTE_AGENTS)."""
-    mcp = _configured_sources(
-        "mcp",
-        "AGENT_MCP_SERVERS",
-        settings.agent_mcp_servers,
-        parse_mcp_servers,
-        lambda server: MCPToolProvider(server, call_timeout_s=settings.agent_tool_timeout_s),
-    )
-    remote = _configured_sources(
-        "remote_agents",
-        "AGENT_REMOTE_AGENTS",
-        settings.agent_remote_agents,
-        parse_remote_agents,
-        lambda agent: RemoteAgentProvider(
-            agent,
-            max_call_depth=settings.agent_max_call_depth,
-            timeout_s=settings.agent_tool_timeout_s,
-        ),
-    )
-    return mcp + remote
-
-
-def _configured_sources(
-    name: str,
-    variable: str,
-    value: str | None,
-    parse: Callable[[str], list[Any]],
-    provider: Callable[[Any], ToolProvider],
-) -> list[ToolProvider]:
-    """One provider per configured entry. A value that does not parse is one broken source
-    (logged, shown by /readyz): the server starts all the same."""
-    if not value:
-        return []
-    try:
-        entries = parse(value)
-    except ValueError as exc:
-        logger.error("%s | %s is not usable: %s", name, variable, exc)
-        return [UnavailableSource(name, str(exc))]
-    return [provider(entry) for entry in entries]
 
 
 def build_stores(settings: Settings) -> StoreSet:
@@ -176,6 +114,7 @@ class Services:
 
     settings: Settings
     authenticator: Authenticator
+    card_signer: CardSigner | None
     toolbox: Toolbox
     llm: LLMClient
     stores: StoreSet
@@ -226,6 +165,7 @@ def build_services(
     """Every part of the server from `settings`, plus what an embedding program adds (see
     `create_app`). Refuses unsafe authentication settings (AuthConfigurationError)."""
     authenticator = build_authenticator(settings)
+    card_signer = build_card_signer(settings)  # refuses a key it cannot use (CardSigningError)
     toolbox = build_toolbox(settings, tools=tools or [], providers=tool_providers or [])
     if settings.agent_profile == TCK_PROFILE:
         hooks = [TckHooks(), *(hooks or [])]
@@ -236,14 +176,16 @@ def build_services(
     )
     stores = build_stores(settings)
     tasks, messages = stores.tasks, stores.messages
+    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
+    if settings.agent_tools_requiring_approval:
+        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
     edge = Edge(
         authenticator,
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
+        tenants=Tenants(settings.a2a_tenants, card_tenant=settings.a2a_tenant),
+        extensions=declared_extensions(settings, [*registered_hooks, *toolbox.providers]),
     )
-    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
-    if settings.agent_tools_requiring_approval:
-        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
     hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
     llm_client = llm or build_llm(settings)
     loop = AgentLoop(
@@ -309,8 +251,8 @@ def build_services(
     operations = Operations(
         handler,
         limits=RequestLimits.from_settings(settings),
-        extended_card=lambda url, with_v03: build_extended_card(
-            settings, toolbox.specs, url, with_v03
+        extended_card=partial(
+            signed_extended_card, settings, toolbox, card_signer, edge.extensions
         ),
         pushes=pushes,
         push_policy=push_policy(settings),
@@ -319,6 +261,7 @@ def build_services(
     return Services(
         settings=settings,
         authenticator=authenticator,
+        card_signer=card_signer,
         toolbox=toolbox,
         llm=llm_client,
         stores=stores,
@@ -333,26 +276,6 @@ def build_services(
         drain=drain,
         handler=handler,
         operations=operations,
-    )
-
-
-def build_toolbox(
-    settings: Settings, *, tools: list[Callable[..., Any]], providers: list[ToolProvider]
-) -> Toolbox:
-    """The configured tools (AGENT_TOOLS, the demo's and the TCK profile's) and sources, then
-    what an embedding program adds."""
-    function_tools = load_tool_functions(settings.agent_tools) + [
-        FunctionTool(function) for function in tools
-    ]
-    if settings.uses_demo_model:
-        function_tools = [FunctionTool(function) for function in BUILTIN_TOOLS] + function_tools
-    if settings.agent_profile == TCK_PROFILE:
-        function_tools = [FunctionTool(function) for function in TCK_TOOLS] + function_tools
-    return Toolbox(
-        function_tools,
-        providers=[*build_tool_providers(settings), *providers],
-        concurrency=settings.agent_tool_concurrency,
-        timeout_s=settings.agent_tool_timeout_s,
     )
 
 

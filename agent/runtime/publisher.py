@@ -16,6 +16,7 @@ decides when turns run; this module only turns what they do into stored facts.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import time
@@ -52,6 +53,7 @@ from stores.base import (
     JournalWrite,
     LeaseStore,
     MessageStore,
+    StoreUnavailable,
     TaskStore,
 )
 from stores.codec import dump_task
@@ -100,6 +102,7 @@ class TurnPublisher:
         resent: str | None = None,
         trace_carrier: Carrier | None = None,
         client_tools: list[ClientTool] | None = None,
+        extensions: frozenset[str] = frozenset(),
     ) -> Turn:
         """A turn over `task` (the turn's own: it changes it as it goes), its answer streaming
         into the task store's chunk sink. A resumed turn goes on with its checkpoint's
@@ -120,6 +123,7 @@ class TurnPublisher:
             answer=answer,
             trace_carrier=trace_carrier or {},
             client_tools=client_tools or [],
+            extensions=extensions,
         )
 
     async def on_text(self, turn: Turn, text: str) -> None:
@@ -171,7 +175,10 @@ class TurnPublisher:
                 )
                 # Waiting for a human holds no process: the answer may arrive at any replica.
                 turn.holds_lease = False
-                await self._leases.release(turn.task.id, owner=turn.owner, holder=turn.fence.holder)
+                with contextlib.suppress(StoreUnavailable):  # it lapses: the task is not active
+                    await self._leases.release(
+                        turn.task.id, owner=turn.owner, holder=turn.fence.holder
+                    )
             case TurnFailed(reason=reason, rejected=rejected):
                 if turn.calls.model_call_started is not None:  # the model call under way failed
                     turn.calls.model_calls += 1
@@ -236,11 +243,14 @@ class TurnPublisher:
 
     async def forget(self, task: Task, *, owner: str, holder: str | None) -> None:
         """Drop what a turn that will never go on holds (its claim, checkpoint and its lease, if
-        `holder` holds it)."""
-        await self._checkpoints.delete(task.id, owner=owner)
-        await self._messages.release(task.context_id, task.id, owner=owner)
-        if holder is not None:
-            await self._leases.release(task.id, owner=owner, holder=holder)
+        `holder` holds it). Tidying: with the store unavailable all is left, found stale later."""
+        try:
+            await self._checkpoints.delete(task.id, owner=owner)
+            await self._messages.release(task.context_id, task.id, owner=owner)
+            if holder is not None:
+                await self._leases.release(task.id, owner=owner, holder=holder)
+        except StoreUnavailable as exc:
+            logger.warning("task_id=<%s> | tidying left for later: %s", task.id, exc)
 
     async def end(self, turn: Turn) -> None:
         """The turn is over for good: release what it held."""
@@ -279,6 +289,7 @@ class TurnPublisher:
             artifact_id=answer.artifact_id,
             chunks_sent=answer.chunks_sent,
             trace_carrier=carrier_of(turn.trace) or turn.trace_carrier,
+            extensions=turn.extensions,
         )
         await answer.written()
         await persistently(
@@ -324,20 +335,27 @@ class TurnPublisher:
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task
         task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
+        # The hooks' metadata for the answer (an extension's, under its URI) goes on each
+        # form of it a client may read: the artifact, the message, the final update.
+        extra = event.metadata
         if event.answer or turn.answer.started:
             task.artifacts.append(
                 Artifact(
                     artifact_id=turn.answer.artifact_id,
                     name=ANSWER_ARTIFACT_NAME,
                     parts=[Part(text=event.answer)],
+                    metadata=dict(extra) if extra else None,
                 )
             )
-            task.history.append(text_message(task, event.answer))
+            answer = text_message(task, event.answer)
+            answer.metadata = dict(extra) if extra else None
+            task.history.append(answer)
             # No snapshot with it: the COMPLETED update right after records the task with the
             # answer (a reader of the snapshot before then follows the journal from its position).
             await turn.answer.finish()
         # else: no text at all (a tool's file was the answer): no empty answer artifact
-        await self.set_state(turn, TaskState.COMPLETED, metadata={"usage": _usage(event)})
+        metadata = {**(extra or {}), "usage": _usage(event)}
+        await self.set_state(turn, TaskState.COMPLETED, metadata=metadata)
 
     async def _produce(self, turn: Turn, artifact: Artifact) -> None:
         """A tool's file or data, whole: one artifact update, and the snapshot that holds it."""

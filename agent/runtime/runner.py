@@ -191,6 +191,7 @@ class TaskRunner:
         *,
         trace_carrier: Carrier | None = None,
         client_tools: list[ClientTool] | None = None,
+        extensions: frozenset[str] = frozenset(),
         followed: bool = True,
         hand_over: bool = False,
         awaited: bool = False,
@@ -204,6 +205,7 @@ class TaskRunner:
             task if hand_over else copy_task(task),
             trace_carrier=trace_carrier or {},
             client_tools=client_tools or [],
+            extensions=extensions,
         )
         begin = ChatMessage(role="user", content=user_message.text())
         self._launch(start, turn, begin, followed=followed, awaited=awaited)
@@ -227,6 +229,7 @@ class TaskRunner:
             start,
             copy_task(task),
             trace_carrier=checkpoint.trace_carrier,
+            extensions=frozenset(checkpoint.extensions),
             artifact_id=checkpoint.artifact_id,
             chunks_sent=0 if recovered else checkpoint.chunks_sent,
             resent="".join(answer) if recovered and answer else None,
@@ -244,10 +247,18 @@ class TaskRunner:
         )
 
     async def prepare_resume(
-        self, task: Task, message: Message, *, owner: str, fence: Fence | None = None
+        self,
+        task: Task,
+        message: Message,
+        *,
+        owner: str,
+        fence: Fence | None = None,
+        extensions: frozenset[str] | None = None,
     ) -> TurnCheckpoint:
         """The suspended turn's checkpoint with the answer applied: see TurnExecutor."""
-        return await self._turns.prepare_resume(task, message, owner=owner, fence=fence)
+        return await self._turns.prepare_resume(
+            task, message, owner=owner, fence=fence, extensions=extensions
+        )
 
     async def saved_turn(self, task_id: str, *, owner: str) -> LoopState | None:
         """The loop state a suspended task's turn saved (None: there is none)."""

@@ -63,6 +63,8 @@ class TaskRequest:
     """The client's W3C trace context: the turn joins its trace."""
     push_config: PushConfig | None = None
     """A webhook given with the message (its `task_id` is filled in once the task is known)."""
+    extensions: frozenset[str] = frozenset()
+    """The A2A extensions the request activated: on for the turn it starts or resumes."""
 
 
 class TaskLifecycle:
@@ -218,6 +220,7 @@ class TaskLifecycle:
                     awaited=awaited,
                     trace_carrier=request.trace_carrier,
                     client_tools=request.client_tools,
+                    extensions=request.extensions,
                     # Push delivery looks for configs (a store read) only if there can be one.
                     followed=request.push_config is not None and self._pushes is not None,
                 )
@@ -289,7 +292,7 @@ class TaskLifecycle:
                 assert start.fence is not None
                 try:
                     checkpoint = await runner.prepare_resume(
-                        task, message, owner=owner, fence=start.fence
+                        task, message, owner=owner, fence=start.fence, extensions=request.extensions
                     )
                 except AnswerRejected as exc:
                     raise AnswerRejected(str(exc), task_id=task.id) from exc

@@ -28,10 +28,17 @@ class TurnCheckpoint(BaseModel):
     chunks_sent: int
     trace_carrier: Carrier = {}
     """The turn's trace context, so the turn goes on in the same trace wherever it resumes."""
+    extensions: list[str] = []
+    """The A2A extensions active for the turn, so that they stay on wherever it resumes."""
 
     @staticmethod
     def saved(
-        loop_state: str, *, artifact_id: str, chunks_sent: int, trace_carrier: Carrier
+        loop_state: str,
+        *,
+        artifact_id: str,
+        chunks_sent: int,
+        trace_carrier: Carrier,
+        extensions: frozenset[str] = frozenset(),
     ) -> str:
         """The stored form (`model_dump_json`) of a checkpoint of `loop_state`, itself already
         in its stored form (`CheckpointReached.saved`): written around it, not parsed again."""
@@ -40,6 +47,7 @@ class TurnCheckpoint(BaseModel):
             "artifact_id": artifact_id,
             "chunks_sent": chunks_sent,
             "trace_carrier": trace_carrier,
+            "extensions": sorted(extensions),
         }
         return orjson.dumps(checkpoint).decode()
 
@@ -69,6 +77,7 @@ class Turn:
     answer: AnswerStream
     client_tools: list[ClientTool] = field(default_factory=list)  # declared with the message
     trace_carrier: Carrier = field(default_factory=dict)  # the parent: the client's, or saved
+    extensions: frozenset[str] = frozenset()  # active A2A extensions: the request's, or saved
     trace: Context | None = None  # this process's `agent.turn` span, once started
     calls: TurnCalls = field(default_factory=TurnCalls)
     settled: TaskRecord | None = None  # the snapshot that ended or paused the turn, once stored
@@ -92,6 +101,7 @@ class Turn:
             trace=self.trace,
             message_id=user.message_id if user is not None else None,
             call_depth=_call_depth(user),
+            extensions=self.extensions,
         )
 
 

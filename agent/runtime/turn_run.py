@@ -52,10 +52,17 @@ class TurnExecutor:
         self._letting_go: set[asyncio.Task[None]] = set()
 
     async def prepare_resume(
-        self, task: Task, message: Message, *, owner: str, fence: Fence | None = None
+        self,
+        task: Task,
+        message: Message,
+        *,
+        owner: str,
+        fence: Fence | None = None,
+        extensions: frozenset[str] | None = None,
     ) -> TurnCheckpoint:
         """The checkpoint of a suspended turn with the client's answer applied, saved (fenced) so
-        that a process taking the turn over goes on with the answer.
+        that a process taking the turn over goes on with the answer; `extensions`: those the
+        answering request activated, on for the rest of the turn (None: the saved ones).
 
         Raises AnswerRejected (the message does not answer the question) or NoCheckpoint.
         """
@@ -74,6 +81,8 @@ class TurnExecutor:
             reason=answer.reason,
             tool_results=answer.tool_results,
         )
+        if extensions is not None:
+            checkpoint.extensions = sorted(extensions)
         await self._checkpoints.save(
             task.id, checkpoint.model_dump_json(), owner=owner, fence=fence
         )

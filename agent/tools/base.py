@@ -20,6 +20,7 @@ from stores.models import Artifact
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
+    from agent.extensions import AgentExtension
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -58,6 +59,7 @@ class ToolNeedsInput(Exception):
 
 
 _progress: ContextVar[Callable[[str], None] | None] = ContextVar("tool_progress", default=None)
+_turn: ContextVar[TurnContext | None] = ContextVar("tool_turn", default=None)
 
 
 def report_progress(text: str) -> None:
@@ -68,9 +70,17 @@ def report_progress(text: str) -> None:
         listener(text.strip())
 
 
-def listen_to_progress(listener: Callable[[str], None]) -> None:
-    """Where the current call's `report_progress` lines go (set in the task running the call)."""
+def current_turn() -> TurnContext | None:
+    """From inside a tool call (a plain function tool's too): the turn it runs for, with the A2A
+    extensions active for it (`extensions`). None outside a call."""
+    return _turn.get()
+
+
+def listen_to_progress(listener: Callable[[str], None], turn: TurnContext | None = None) -> None:
+    """Where the current call's `report_progress` lines go, and the turn it runs for (set in the
+    task running the call)."""
     _progress.set(listener)
+    _turn.set(turn)
 
 
 class ToolProvider(ABC):
@@ -113,6 +123,11 @@ class ToolProvider(ABC):
     def status(self) -> str | None:
         """None when the source is up; else why it is not (the readiness endpoint shows it)."""
         return None
+
+    def extensions(self) -> list[AgentExtension]:
+        """The A2A extensions this source implements, declared in the agent card (read once, at
+        start-up); a call says which are active (`turn.extensions`)."""
+        return []
 
     def on_change(self, listener: Callable[[], None]) -> None:
         self._listeners.append(listener)

@@ -24,8 +24,10 @@ from starlette.responses import Response
 
 from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
+from app.a2a.card_signing import CardSigner
 from app.a2a.v0_3.card import with_v03_fields
 from app.a2a.versions import requested_generation, requested_version
+from app.extensions import Extensions
 from app.handler import SUPPORTED_INPUT_MODES
 from app.http.auth import card_security
 from app.settings import Settings
@@ -92,11 +94,23 @@ def card_base_url(settings: Settings, request: Request) -> str:
     )
 
 
+def declared_extensions(settings: Settings, sources: Iterable[object]) -> Extensions:
+    """The extensions the card declares: A2A_EXTENSIONS, then those of the hooks and tool
+    sources (`sources`) that implement one."""
+    return Extensions.gathered(settings.a2a_extensions, sources=sources)
+
+
 def build_card(
-    settings: Settings, tools: Iterable[ToolSpec], *, url: str, with_v03: bool = True
+    settings: Settings,
+    tools: Iterable[ToolSpec],
+    *,
+    url: str,
+    with_v03: bool = True,
+    extensions: Extensions | None = None,
 ) -> dict[str, Any]:
     """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's); with
-    the 0.3 members beside the 1.0 ones unless `with_v03` is false."""
+    the 0.3 members beside the 1.0 ones unless `with_v03` is false; `extensions`: the declared
+    ones (both generations read them from `capabilities.extensions`)."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
     skills = [
         {
@@ -120,8 +134,11 @@ def build_card(
         "description": description,
         "version": package_version(),
         # 1.0 interfaces first: clients that take the first interface of a binding get 1.0.
+        # A2A_TENANT on every interface: 1.0 clients send it with every request (0.3 ones cannot,
+        # and are served within it).
         "supportedInterfaces": [
             {"url": url, "protocolBinding": binding, "protocolVersion": version}
+            | ({"tenant": settings.a2a_tenant} if settings.a2a_tenant else {})
             for version in ("1.0", "0.3")
             for binding in ("JSONRPC", "HTTP+JSON")
         ],
@@ -129,6 +146,11 @@ def build_card(
             "streaming": True,
             "pushNotifications": settings.a2a_push_notifications,
             "extendedAgentCard": settings.extended_card is not None,
+            **(
+                {"extensions": extensions.card_entries()}
+                if extensions and extensions.declared
+                else {}
+            ),
         },
         "defaultInputModes": list(SUPPORTED_INPUT_MODES),
         "defaultOutputModes": ["text/plain"],
@@ -140,19 +162,37 @@ def build_card(
 
 
 def build_extended_card(
-    settings: Settings, tools: Iterable[ToolSpec], url: str, with_v03: bool = True
+    settings: Settings,
+    tools: Iterable[ToolSpec],
+    url: str,
+    with_v03: bool = True,
+    extensions: Extensions | None = None,
 ) -> dict[str, Any] | None:
     """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
     it, its skills added to the public ones; None when no extended card is configured."""
     fields = settings.extended_card
     if fields is None:
         return None
-    card = build_card(settings, tools, url=url, with_v03=with_v03)
+    card = build_card(settings, tools, url=url, with_v03=False, extensions=extensions)
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
     if isinstance(extra_skills, list):
         extended["skills"] = card["skills"] + extra_skills
-    return extended
+    # The 0.3 members last, from the merged card: they then say what its 1.0 members say.
+    return with_v03_fields(extended, url=url) if with_v03 else extended
+
+
+def signed_extended_card(
+    settings: Settings,
+    toolbox: Toolbox,
+    signer: CardSigner | None,
+    extensions: Extensions | None,
+    url: str,
+    with_v03: bool,
+) -> dict[str, Any] | None:
+    """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set."""
+    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions)
+    return signer.sign(card, base_url=url) if card is not None and signer else card
 
 
 class AgentCardEndpoint:
@@ -166,12 +206,23 @@ class AgentCardEndpoint:
     A request that says `A2A-Version: 1.x` gets the 1.0 card alone: a strict 1.0 validator (the
     TCK's) refuses the 0.3 members. Without the header (0.3 clients send none; the spec reads an
     empty version as 0.3) the card carries both generations' members, unless A2A_CARD_V03=false.
+    With A2A_CARD_SIGNING_KEY each carries its signature, made when the card is first built.
     """
 
     MAX_CACHED = 64
 
-    def __init__(self, settings: Settings, toolbox: Toolbox, *, max_age_s: int = 300) -> None:
+    def __init__(
+        self,
+        settings: Settings,
+        toolbox: Toolbox,
+        *,
+        signer: CardSigner | None = None,
+        max_age_s: int = 300,
+        extensions: Extensions | None = None,
+    ) -> None:
         self._settings = settings
+        self._signer = signer
+        self._extensions = extensions
         self._toolbox = toolbox
         self._fixed_url = settings.public_url
         self._trust_forwarded = settings.a2a_trust_forwarded
@@ -198,7 +249,15 @@ class AgentCardEndpoint:
         if cached is not None:
             self._cards.move_to_end(key)
             return cached
-        card = build_card(self._settings, self._toolbox.specs, url=url, with_v03=with_v03)
+        card = build_card(
+            self._settings,
+            self._toolbox.specs,
+            url=url,
+            with_v03=with_v03,
+            extensions=self._extensions,
+        )
+        if self._signer is not None:  # the same signature with and without the 0.3 members
+            card = self._signer.sign(card, base_url=url)
         body = json.dumps(card, separators=(",", ":")).encode()
         headers = {
             "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',

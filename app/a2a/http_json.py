@@ -13,10 +13,11 @@ from collections.abc import AsyncIterator, Awaitable, Callable
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
+from app.a2a.binding import echo_extensions
 from app.a2a.sse import JournalStream, frame
 from app.a2a.versions import Generation, check_version
 from app.call_context import CallContext
-from app.errors import A2AError, InvalidParamsError, as_a2a_error
+from app.errors import A2AError, InvalidParamsError, MethodNotFoundError, as_a2a_error
 from app.http.edge import Edge
 from app.http.json_body import (
     JsonObject,
@@ -28,6 +29,7 @@ from app.http.json_body import (
 from app.http.responses import error_response
 from app.ops.metrics import Metrics, RequestRecord
 from stores.models import JournalEntry
+from stores.tenants import ROUTE_NAMES
 
 logger = logging.getLogger(__name__)
 
@@ -81,11 +83,24 @@ def guarded(
             task_id, _, action = ref.partition(":")
             record.task_id = task_id
             record.method = _REST_ACTIONS.get((request.method, action), method)
+        context: CallContext | None = None
         try:
-            context = await edge.context(request)
+            # The tenant is the path's (`/{tenant}/...`): a `tenant` in the body or the query
+            # is not read, as a2a-sdk does (its client writes the same tenant in both). 0.3
+            # has no tenant: its routes are within the card's.
+            tenant = (
+                request.path_params.get("tenant")
+                if generation == "1.0"
+                else edge.tenants.card_tenant
+            )
+            if generation == "1.0" and tenant in ROUTE_NAMES:
+                # `/v1/tasks`, `/healthz/tasks`: a path under a route of its own is answered as
+                # it was before tenants, not as a tenant's (whose name would be refused).
+                raise MethodNotFoundError(f"{request.method} {request.url.path} is not a route")
+            context = await edge.context(request, tenant=tenant)
             record.owner = context.owner
             check_version(request, generation)
-            return await endpoint(request, context)
+            return echo_extensions(await endpoint(request, context), context)
         except ClientDisconnect:
             logger.debug("%s | the client went away before its request arrived", where)
             return Response(status_code=400)  # nobody reads it
@@ -96,7 +111,7 @@ def guarded(
                 logger.debug(
                     "%s | refused: status=<%s> | %s", where, error.http_status, error.message
                 )
-            return error_response(request.scope, error)
+            return echo_extensions(error_response(request.scope, error), context)
 
     return guarded
 

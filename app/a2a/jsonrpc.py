@@ -16,7 +16,7 @@ from typing import Any
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
-from app.a2a.binding import Binding
+from app.a2a.binding import Binding, echo_extensions
 from app.a2a.rpc import Entries, JsonId, Method
 from app.a2a.sse import JournalStream, frame
 from app.a2a.v0_3.jsonrpc import v03_methods
@@ -61,6 +61,16 @@ def _task_id_of(params: JsonObject) -> str | None:
     message = params.get("message")
     task_id = params.get("id") or (message.get("taskId") if isinstance(message, dict) else None)
     return task_id if isinstance(task_id, str) else None
+
+
+def _tenant_of(payload: Any, *, v03_tenant: str | None) -> object:
+    """The raw `params.tenant` of a 1.0 request (checked by the edge). 0.3 has no tenant: a 0.3
+    method is served within `v03_tenant` (the card's), whatever its params hold."""
+    method = payload.get("method") if isinstance(payload, dict) else None
+    if isinstance(method, str) and generation_of(method) == "0.3":
+        return v03_tenant
+    params = payload.get("params") if isinstance(payload, dict) else None
+    return params.get("tenant") if isinstance(params, dict) else None
 
 
 def _is_notification(payload: JsonObject) -> bool:
@@ -118,6 +128,7 @@ class JsonRpcBinding(Binding):
             return Response(status_code=400)  # nobody reads it
         request_id: JsonId = None
         notification = False
+        context: CallContext | None = None
         try:
             check_json_media_type(request.headers.get("content-type", ""))
             # The id is read before the caller is authenticated, so that even a 401 answers
@@ -130,7 +141,8 @@ class JsonRpcBinding(Binding):
                 parse_error = exc
             if isinstance(payload, dict):
                 request_id = _request_id(payload)
-            context = await self._edge.context(request)
+            tenant = _tenant_of(payload, v03_tenant=self._edge.tenants.card_tenant)
+            context = await self._edge.context(request, tenant=tenant)
             record.owner = context.owner
             if parse_error is not None:
                 raise parse_error
@@ -141,8 +153,8 @@ class JsonRpcBinding(Binding):
             check_version(request, generation_of(name))
             if notification:
                 await self._notify(name, params, context)
-                return Response(status_code=204)
-            return await method(params, request_id, context)
+                return echo_extensions(Response(status_code=204), context)
+            return echo_extensions(await method(params, request_id, context), context)
         except Exception as exc:
             error = as_a2a_error(exc, where="JSON-RPC request")
             record.outcome = error.reason
@@ -151,11 +163,12 @@ class JsonRpcBinding(Binding):
                     "JSON-RPC request | refused: code=<%s> | %s", error.code, error.message
                 )
             if notification:
-                return Response(status_code=204)
+                return echo_extensions(Response(status_code=204), context)
             # Headers too: an overload's Retry-After is worth as much on JSON-RPC as on REST;
             # and a refusal at the edge (401, 415, 429) keeps its HTTP status.
             status_code = error.http_status if isinstance(error, EDGE_ERRORS) else 200
-            return _response(error.jsonrpc_error(request_id), error.http_headers(), status_code)
+            response = _response(error.jsonrpc_error(request_id), error.http_headers(), status_code)
+            return echo_extensions(response, context)
 
     async def _notify(self, name: str, params: JsonObject, context: CallContext) -> None:
         """Run a notification for its effect; its result (or stream) goes nowhere."""

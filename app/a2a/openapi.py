@@ -11,9 +11,10 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from app.a2a.card import package_version
-from app.a2a.rest import LIST_QUERY
+from app.a2a.rest import LIST_QUERY, TENANT_PREFIX
 from app.a2a.wire import ListTasksParams, SendMessageParams, TaskIdParams
 from stores.models import ArtifactUpdate, StatusUpdate, Task
+from stores.tenants import MAX_TENANT_LENGTH, TENANT_NAME
 
 _REF = "#/components/schemas/{model}"
 
@@ -91,6 +92,47 @@ def _v03_paths(task_id: list[dict[str, Any]], errors: dict[str, Any]) -> dict[st
                 "responses": {**_ok({"type": "object"}), "400": _ERROR, "401": _ERROR},
             }
         },
+    }
+
+
+TENANT_PATHS = (
+    "/message:send",
+    "/message:stream",
+    "/tasks",
+    "/tasks/{id}",
+    "/tasks/{id}:cancel",
+    "/tasks/{id}:subscribe",
+    "/tasks/{id}/pushNotificationConfigs",
+    "/tasks/{id}/pushNotificationConfigs/{configId}",
+    "/extendedAgentCard",
+)
+"""The 1.0 routes that have a copy within a tenant (the proto's `additional_bindings`)."""
+
+_TENANT = {
+    "name": "tenant",
+    "in": "path",
+    "required": True,
+    "schema": {
+        "type": "string",
+        "pattern": f"^{TENANT_NAME.pattern}$",
+        "maxLength": MAX_TENANT_LENGTH,
+    },
+    "description": "The tenant (docs/protocol.md#tenants); a `tenant` in the body is not read",
+}
+
+
+def _within_a_tenant(paths: dict[str, Any]) -> dict[str, Any]:
+    """The copies of `paths` under `/{tenant}`: the same operations, scoped to the tenant."""
+    return {
+        TENANT_PREFIX + path: {
+            method: operation
+            | {
+                "summary": f"{operation['summary']} (within a tenant)",
+                "parameters": [_TENANT, *operation.get("parameters", [])],
+            }
+            for method, operation in item.items()
+        }
+        for path, item in paths.items()
     }
 
 
@@ -248,6 +290,7 @@ def build_openapi() -> dict[str, Any]:
             }
         },
     }
+    paths |= _within_a_tenant({path: paths[path] for path in paths if path in TENANT_PATHS})
     return {
         "openapi": "3.1.0",
         "info": {"title": "a2a-agent-server", "version": package_version()},

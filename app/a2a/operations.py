@@ -321,6 +321,7 @@ class Operations:
             return_immediately=bool(configuration and configuration.return_immediately),
             trace_carrier=dict(context.trace_carrier),
             push_config=self._push_config(push, generation=generation) if push else None,
+            extensions=context.activated_extensions,
         )
 
     async def get_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:

@@ -9,7 +9,7 @@ speaking: a JSON-RPC error under `/`, an AIP-193 body everywhere else.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator, Awaitable, Callable
+from collections.abc import AsyncIterator
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
@@ -26,6 +26,9 @@ from app.http.responses import error_response, json_response
 from stores.models import JournalEntry
 
 logger = logging.getLogger(__name__)
+
+TENANT_PREFIX = "/{tenant}"
+"""The prefix of the 1.0 routes' copies within a tenant (the proto's `additional_bindings`)."""
 
 LIST_QUERY = (
     "contextId",
@@ -56,33 +59,34 @@ async def framework_error(request: Request, exc: Exception) -> Response:
 
 
 class RestBinding(Binding):
-    def routes(self) -> list[Route]:
-        def guarded_(endpoint: Endpoint, method: str) -> Callable[[Request], Awaitable[Response]]:
-            return guarded(self._edge, endpoint, metrics=self._metrics, method=method)
+    def routes(self, prefix: str = "") -> list[Route]:
+        """The 1.0 routes, under `prefix`: "", and TENANT_PREFIX (mounted after every other
+        route, so that it never shadows one)."""
 
+        def route(path: str, endpoint: Endpoint, method: str, methods: list[str]) -> Route:
+            served = guarded(self._edge, endpoint, metrics=self._metrics, method=method)
+            return Route(prefix + path, served, methods=methods)
+
+        push = self._push_config
         return [
-            Route("/message:send", guarded_(self._send, "SendMessage"), methods=["POST"]),
-            Route(
-                "/message:stream", guarded_(self._stream, "SendStreamingMessage"), methods=["POST"]
-            ),
-            Route("/tasks", guarded_(self._list, "ListTasks"), methods=["GET"]),
-            Route("/tasks/{ref}", guarded_(self._task_get, "GetTask"), methods=["GET"]),
-            Route("/tasks/{ref}", guarded_(self._task_post, "unknown"), methods=["POST"]),
-            Route(
+            route("/message:send", self._send, "SendMessage", ["POST"]),
+            route("/message:stream", self._stream, "SendStreamingMessage", ["POST"]),
+            route("/tasks", self._list, "ListTasks", ["GET"]),
+            route("/tasks/{ref}", self._task_get, "GetTask", ["GET"]),
+            route("/tasks/{ref}", self._task_post, "unknown", ["POST"]),
+            route(
                 "/tasks/{ref}/pushNotificationConfigs",
-                guarded_(self._push_config, "PushNotificationConfig"),
-                methods=["GET", "POST"],
+                push,
+                "PushNotificationConfig",
+                ["GET", "POST"],
             ),
-            Route(
+            route(
                 "/tasks/{ref}/pushNotificationConfigs/{config_id}",
-                guarded_(self._push_config, "PushNotificationConfig"),
-                methods=["GET", "DELETE"],
+                push,
+                "PushNotificationConfig",
+                ["GET", "DELETE"],
             ),
-            Route(
-                "/extendedAgentCard",
-                guarded_(self._extended_card, "GetExtendedAgentCard"),
-                methods=["GET"],
-            ),
+            route("/extendedAgentCard", self._extended_card, "GetExtendedAgentCard", ["GET"]),
         ]
 
     async def _push_config(self, request: Request, context: CallContext) -> Response:

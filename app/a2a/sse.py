@@ -60,6 +60,9 @@ class JournalStream(Response):
     # Class attributes, not per instance: every open stream holds its response.
     status_code = 200
     background = None
+    extra_headers: tuple[tuple[bytes, bytes], ...] = ()
+    """Headers beside the stream's own (the activated A2A extensions): set on the few that
+    have any."""
 
     def __init__(
         self,
@@ -85,7 +88,9 @@ class JournalStream(Response):
         entries, metrics, opened_at = self._entries, self._metrics, time.time()
         metrics.open_streams.add(1)
         try:
-            await send({"type": "http.response.start", "status": 200, "headers": list(_HEADERS)})
+            headers = [*_HEADERS, *self.extra_headers]
+            await send({"type": "http.response.start", "status": 200, "headers": headers})
+            del headers
             more = True
             while more:
                 batch: list[JournalEntry] | None = None

@@ -10,10 +10,10 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator, Iterable
 from dataclasses import dataclass
 from typing import Any, Literal
-from urllib.parse import urlsplit
+from urllib.parse import quote, urlsplit
 
 import httpx
 
@@ -59,6 +59,8 @@ class Endpoint:
     url: str
     binding: str  # JSONRPC | HTTP+JSON
     generation: Generation
+    tenant: str | None = None
+    """The interface's `tenant` (1.0): sent with every request, as the spec asks a client to."""
 
 
 @dataclass(frozen=True)
@@ -81,7 +83,8 @@ def choose_endpoint(card: dict[str, Any]) -> Endpoint:
         version: Generation = (
             "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
         )
-        offered.append(Endpoint(interface["url"], interface.get("protocolBinding", ""), version))
+        binding, tenant = interface.get("protocolBinding", ""), interface.get("tenant") or None
+        offered.append(Endpoint(interface["url"], binding, version, tenant))
     if card.get("url"):
         offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))
         for interface in card.get("additionalInterfaces") or []:
@@ -152,6 +155,26 @@ class A2AClient:
         self._headers = dict(headers or {})
         if endpoint.generation == "1.0":
             self._headers["A2A-Version"] = "1.0"
+
+    @property
+    def extensions(self) -> frozenset[str]:
+        """The URIs of the A2A extensions the agent's card declares (`capabilities.extensions`)."""
+        declared = (self.card.get("capabilities") or {}).get("extensions") or []
+        return frozenset(
+            entry["uri"]
+            for entry in declared
+            if isinstance(entry, dict) and isinstance(entry.get("uri"), str)
+        )
+
+    def extension_headers(self, uris: Iterable[str]) -> dict[str, str]:
+        """The headers asking the agent for the extensions `uris` (none: no header):
+        `A2A-Extensions`, and `X-A2A-Extensions` too for a 0.3 endpoint (0.3 servers read that)."""
+        value = ", ".join(sorted(set(uris)))
+        if not value:
+            return {}
+        if self.endpoint.generation == "0.3":
+            return {"A2A-Extensions": value, "X-A2A-Extensions": value}
+        return {"A2A-Extensions": value}
 
     @classmethod
     async def connect(
@@ -247,10 +270,16 @@ class A2AClient:
     # --- the wire ---
 
     def _rest_url(self, path: str) -> str:
-        prefix = "" if self.endpoint.generation == "1.0" else "/v1"
-        return f"{self.endpoint.url.rstrip('/')}{prefix}{path}"
+        endpoint = self.endpoint
+        if endpoint.generation == "0.3":
+            prefix = "/v1"
+        else:  # the proto's `/{tenant}/...` copy of every route
+            prefix = f"/{quote(endpoint.tenant, safe='')}" if endpoint.tenant else ""
+        return f"{endpoint.url.rstrip('/')}{prefix}{path}"
 
     def _rpc_request(self, method: str, params: dict[str, Any]) -> tuple[str, str, dict[str, Any]]:
+        if self.endpoint.tenant and self.endpoint.generation == "1.0":
+            params = {**params, "tenant": self.endpoint.tenant}
         body = {"jsonrpc": "2.0", "id": str(uuid.uuid4()), "method": method, "params": params}
         return "POST", self.endpoint.url, body
 

@@ -1,6 +1,6 @@
 """`a2a`: a command-line client for any A2A agent (ours or another; either generation, binding).
 
-    a2a card URL                      the agent card
+    a2a card URL                      the agent card, and whether its signature verifies
     a2a send URL TEXT [--context C] [--task T]   send, stream the answer
     a2a chat URL [--context C]        talk: streamed answers, questions and approvals prompted,
                                       Ctrl-C cancels the running task
@@ -34,12 +34,14 @@ from app.client.a2a_client import (
     A2AClientError,
     Event,
     Unauthorized,
+    card_url_of,
     fetch_card,
     parts_of,
     state_of,
     status_text,
     text_of,
 )
+from app.client.card_signatures import verify_card
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INPUT, EXIT_CANCELED = 1, 2, 3, 130
 
@@ -184,8 +186,12 @@ def answer_of(question: str, line: str) -> str:
 
 
 async def cmd_card(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
-    emit(await fetch_card(http, args.url, headers=headers_of(args)), args)
-    return 0
+    """The card on stdout; on stderr, what its signatures came to (1 if they do not verify)."""
+    card = await fetch_card(http, args.url, headers=headers_of(args))
+    emit(card, args)
+    verdict = await verify_card(http, card, card_url=card_url_of(args.url))
+    print(verdict, file=sys.stderr)
+    return EXIT_ERROR if verdict.status == "invalid" else 0
 
 
 async def cmd_send(args: argparse.Namespace, http: httpx.AsyncClient) -> int:

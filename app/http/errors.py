@@ -1,4 +1,4 @@
-"""The HTTP edge's refusals: authentication, rate and size limits, hosts and origins.
+"""The HTTP edge's refusals: authentication, rate and size limits, hosts, origins and tenants.
 
 They have no A2A code of their own (the JSON-RPC codes here are implementation-defined, outside
 the range A2A reserves); each is one more row of app.errors' table, and renders the same way.
@@ -104,6 +104,17 @@ class OriginNotAllowedError(A2AError):
     status = "PERMISSION_DENIED"
 
 
+class TenantNotFoundError(A2AError):
+    """The request names a tenant this server does not serve (A2A_TENANTS): HTTP 404 on every
+    binding, as a path that is not a route would be."""
+
+    code = -32602
+    reason = "TENANT_NOT_FOUND"
+    default_message = "This server does not serve the requested tenant"
+    http_status = 404
+    status = "NOT_FOUND"
+
+
 EDGE_ERRORS: tuple[type[A2AError], ...] = (
     AuthenticationError,
     AuthenticationUnavailableError,
@@ -112,6 +123,7 @@ EDGE_ERRORS: tuple[type[A2AError], ...] = (
     PayloadTooLargeError,
     HostNotAllowedError,
     OriginNotAllowedError,
+    TenantNotFoundError,
 )
 """Refusals at the HTTP edge: JSON-RPC answers these with their HTTP status (401, 415, 429...)
 rather than 200, so HTTP clients, proxies and retry logic see them for what they are."""

@@ -49,11 +49,18 @@ CORS_REQUEST_HEADERS = (
     "X-API-Key",
     "A2A-Version",
     "A2A-Extensions",
+    "X-A2A-Extensions",
     "Last-Event-ID",
     "traceparent",
     "tracestate",
 )
-CORS_EXPOSED_HEADERS = ("WWW-Authenticate", "Retry-After", "A2A-Extensions", "A2A-Version")
+CORS_EXPOSED_HEADERS = (
+    "WWW-Authenticate",
+    "Retry-After",
+    "A2A-Extensions",
+    "X-A2A-Extensions",
+    "A2A-Version",
+)
 
 
 def host_name(host_header: str) -> str:

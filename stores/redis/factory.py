@@ -5,15 +5,15 @@ The stores themselves: `tasks`, `leases`, `messages`, `checkpoints`, `push`; eve
 
 from __future__ import annotations
 
-import asyncio
 from dataclasses import dataclass
+from functools import partial
 
 from redis.asyncio import BlockingConnectionPool, Redis
 from redis.asyncio.retry import Retry
 from redis.backoff import NoBackoff
 from redis.exceptions import ConnectionError as RedisConnectionError
 
-from stores.base import DEFAULT_TASK_TTL_S, StoreUnavailable
+from stores.base import DEFAULT_TASK_TTL_S
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.redis.batch import CommandBatcher
 from stores.redis.checkpoints import RedisCheckpointStore
@@ -22,7 +22,8 @@ from stores.redis.leases import RedisLeaseStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.push import RedisPushConfigStore
 from stores.redis.rate_limit import RedisRateLimiter
-from stores.redis.support import RedisClient, packing_with_hiredis, redis_available
+from stores.redis.read_watch import ReadWatch, ping_within
+from stores.redis.support import RedisClient, packing_with_hiredis
 from stores.redis.tasks import RedisTaskStore
 
 __all__ = [
@@ -111,14 +112,7 @@ class RedisStores:
     async def ping(self) -> None:
         """Raise StoreUnavailable unless Redis answers within `ping_timeout_s` (the readiness
         probe: on the lease client, whose pool a flood of commands or readers cannot fill)."""
-        try:
-            async with asyncio.timeout(self.ping_timeout_s):
-                with redis_available():
-                    await self.lease_client.ping()
-        except TimeoutError as exc:
-            raise StoreUnavailable(
-                f"Redis did not answer a ping within {self.ping_timeout_s:g}s"
-            ) from exc
+        await ping_within(self.lease_client, self.ping_timeout_s)
 
     async def aclose(self) -> None:
         await self.tasks.aclose()
@@ -157,8 +151,11 @@ def create_redis_stores(
     while Redis hangs the queue drains one pool-full per command timeout.
 
     Blocking reads have no socket timeout (a read blocks for up to its own `timeout_s`): the
-    task store bounds each one itself, the wait for a connection included. Nothing connects
-    until the first command.
+    task store bounds each one itself, the wait for a connection included, and while any waits
+    Redis is pinged every `command_timeout_s` (the readiness probe's ping): a ping without an
+    answer ends them all with StoreUnavailable (see stores.redis.read_watch), so an open stream
+    learns of a hung or partitioned Redis within a few command timeouts, not after its block.
+    Nothing connects until the first command.
     """
     if not url.startswith(("redis://", "rediss://")) and not is_cluster_url(url):
         raise ValueError(
@@ -217,6 +214,10 @@ def create_redis_stores(
         batcher = CommandBatcher(batch_client, round_trip_timeout_s=command_timeout_s)
     else:
         batch_client, batcher = client, CommandBatcher(client)  # a cluster never batches
+    ping_timeout_s = 2 * command_timeout_s
+    read_watch = ReadWatch(
+        partial(ping_within, lease_client, ping_timeout_s), interval_s=command_timeout_s
+    )
     return RedisStores(
         tasks=RedisTaskStore(
             client,
@@ -225,6 +226,7 @@ def create_redis_stores(
             journal_max=journal_max,
             read_client=read_client,
             batcher=batcher,
+            read_watch=read_watch,
         ),
         messages=RedisMessageStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
         checkpoints=RedisCheckpointStore(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher),
@@ -235,5 +237,5 @@ def create_redis_stores(
         lease_client=lease_client,
         batch_client=batch_client,
         prefix=prefix,
-        ping_timeout_s=2 * command_timeout_s,
+        ping_timeout_s=ping_timeout_s,
     )

@@ -41,6 +41,7 @@ from redis.asyncio import Redis
 from stores.base import StoreUnavailable
 from stores.deadlines import CoarseDeadlines
 from stores.models import JournalEntry
+from stores.redis.read_watch import ReadWatch, watched
 from stores.redis.support import journal_entries, redis_available, text, xread_streams
 
 LINGER_S = 1.0  # a journal just read stays in the reads this long (unless its task ended)
@@ -102,11 +103,17 @@ class JournalMux:
     """Readers of up to SHARD_JOURNALS journals share a read (a shard); more take another one."""
 
     def __init__(
-        self, read_client: Redis, command_client: Redis, *, wake_key: Callable[[int], str]
+        self,
+        read_client: Redis,
+        command_client: Redis,
+        *,
+        wake_key: Callable[[int], str],
+        read_watch: ReadWatch | None = None,
     ) -> None:
         self._read = read_client
         self._commands = command_client
         self._wake_key = wake_key
+        self._read_watch = read_watch
         self._shards: list[_Shard] = []
         self._shard_of: dict[str, _Shard] = {}
         self._deadlines: CoarseDeadlines[list[JournalEntry]] = CoarseDeadlines(expired=[])
@@ -125,6 +132,7 @@ class JournalMux:
                     wake_key=wake_key,
                     forget=self._forget,
                     deadlines=self._deadlines,
+                    read_watch=self._read_watch,
                 )
                 self._shards.append(shard)
             self._shard_of[journal] = shard
@@ -154,8 +162,10 @@ class _Shard:
         wake_key: str,
         forget: Callable[[str], None],
         deadlines: CoarseDeadlines[list[JournalEntry]],
+        read_watch: ReadWatch | None,
     ) -> None:
         self._deadlines = deadlines
+        self._read_watch = read_watch
         self.journals = 0  # in `_readers` or `_recent` (the mux routes them here)
         self._forget = forget
         self._read = read_client
@@ -265,9 +275,10 @@ class _Shard:
     async def _xread(self, streams: dict[Any, Any]) -> Any:
         with redis_available():
             try:
-                async with asyncio.timeout(BLOCK_S + _SILENCE_MARGIN_S):
-                    return await self._read.xread(streams, block=int(BLOCK_S * 1000))
-            except TimeoutError as exc:  # the connection went silent: a cut, not quiet journals
+                async with asyncio.timeout(BLOCK_S + _SILENCE_MARGIN_S) as deadline:
+                    with watched(self._read_watch, deadline):
+                        return await self._read.xread(streams, block=int(BLOCK_S * 1000))
+            except TimeoutError as exc:  # silent past its block, or Redis stopped answering pings
                 raise StoreUnavailable("Redis did not answer a blocking read") from exc
 
     async def _readers_back(self) -> None:

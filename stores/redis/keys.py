@@ -15,7 +15,10 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
     p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
     p:rate:{<principal>}                HASH    tokens, at (ms): the principal's rate-limit bucket
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
-    p:context-tasks:{<owner>}:<context> ZSET    the same, for one context
+    p:tasks-by-state:{<owner>}          ZSET    the same, score = state * 2^42 + status time (ms)
+    p:context-tasks:{<owner>}:<context> ZSET    the owner's task ids of one context, as p:tasks
+    p:context-tasks-by-state:{<owner>}:<context>
+                                        ZSET    the same, as p:tasks-by-state (stores.redis.listing)
     p:leases:{b<n>}                     ZSET    "<owner>:<task>" of held leases, score = expiry ms,
                                                 in bucket n = crc32(member) % LEASE_BUCKETS
     p:processes                         ZSET    live server processes, score = heartbeat expiry ms
@@ -123,6 +126,12 @@ class RedisKeys:
 
     def context_tasks(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}:context-tasks:{{{encode(owner)}}}:{encode(context_id)}"
+
+    def owner_tasks_by_state(self, owner: str) -> str:
+        return f"{self.prefix}:tasks-by-state:{{{encode(owner)}}}"
+
+    def context_tasks_by_state(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:context-tasks-by-state:{{{encode(owner)}}}:{encode(context_id)}"
 
     # --- a principal's rate-limit bucket: its own slot (buckets spread over a cluster) ---
 

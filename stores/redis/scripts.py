@@ -11,9 +11,15 @@ from stores.redis.support import LUA_NOW_MS, LuaScript
 
 # --- tasks (stores.redis.tasks) ---
 
-# KEYS: task hash, journal [, the list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
-# journal max, task id, index ttl ms. The indexes are given on one Redis (`_run_indexed`).
-CREATE_TASK = LuaScript(
+# The list indexes come in pairs (stores.redis.listing), the owner's then the context's: the first
+# of a pair scored by status time (ms), the second by state (`state_score`). (CREATE_TASK and
+# PUBLISH_EVENTS, before the by-state indexes, took two; the bodies below have names of their own
+# so that old and new replicas of a rolling deploy each run theirs.)
+
+# KEYS: task hash, journal [, the four list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
+# journal max, task id, index ttl ms, state score. The indexes are given on one Redis
+# (`_run_indexed`).
+CREATE_LISTED_TASK = LuaScript(
     """
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
@@ -22,23 +28,26 @@ redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
 for i = 3, #KEYS do
-  redis.call('ZADD', KEYS[i], ARGV[4], ARGV[8])
+  local score = ARGV[4]
+  if i % 2 == 0 then score = ARGV[10] end
+  redis.call('ZADD', KEYS[i], score, ARGV[8])
   redis.call('PEXPIRE', KEYS[i], ARGV[9])
 end
 return 1
 """
 )
 
-# KEYS: task hash, journal, lease [, the list indexes, moved with a snapshot: on one Redis].
+# KEYS: task hash, journal, lease [, the four list indexes, moved with a snapshot: on one Redis].
 # ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
-# expected state (the five empty without a snapshot), task id, index ttl ms (both empty without
-# a snapshot), then the events (one, or a streamed answer's chunks that came while the previous
-# write was out). Returns the last event's position, 0 if there is no such task, -1 if the
-# task's state is not the expected one (a compare-and-set), -2 if the fence's holder and epoch
-# no longer hold the lease; nothing is written in those cases. A repeat of the last event id (a
-# retry after a lost reply) appends nothing and returns the first position. A fenced entry
-# carries the writer's epoch, so a journal shows who wrote it.
-PUBLISH_EVENTS = LuaScript(
+# expected state (the five empty without a snapshot), task id, index ttl ms, state score (the
+# three empty without a snapshot), then the events (one, or a streamed answer's chunks that came
+# while the previous write was out). Returns the last event's position, 0 if there is no such
+# task, -1 if the task's state is not the expected one (a compare-and-set), -2 if the fence's
+# holder and epoch no longer hold the lease; nothing is written in those cases. A repeat of the
+# last event id (a retry after a lost reply) appends nothing and returns the first position. A
+# fenced entry carries the writer's epoch, so a journal shows who wrote it. The indexes move by
+# ZADD XX: a task that is in none (created before them) is added by the list that finds it so.
+PUBLISH_LISTED_EVENTS = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
 if ARGV[3] ~= '' then
@@ -50,9 +59,9 @@ if ARGV[4] ~= '' then
   if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
 end
 if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
-local count = #ARGV - 12
+local count = #ARGV - 13
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
-for i = 13, #ARGV do
+for i = 14, #ARGV do
   pos = pos + 1
   if ARGV[4] ~= '' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
@@ -65,13 +74,76 @@ if ARGV[6] ~= '' then
   redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
              'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
   for i = 4, #KEYS do
-    redis.call('ZADD', KEYS[i], 'XX', ARGV[8], ARGV[11])
+    local score = ARGV[8]
+    if i % 2 == 1 then score = ARGV[13] end
+    redis.call('ZADD', KEYS[i], 'XX', score, ARGV[11])
     redis.call('PEXPIRE', KEYS[i], ARGV[12])
   end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])
 redis.call('PEXPIRE', KEYS[2], ARGV[1])
 return pos
+"""
+)
+
+# --- task lists (stores.redis.listing): read-only, and the repairs a list makes ---
+
+# KEYS: the index read [, the other index of its pair]. ARGV: highest score, lowest score, count,
+# cursor score ('' for the first page), cursor task id, tail's highest score ('' for none), tail
+# count, '1' for the members scored the lowest score. Returns {ZCOUNT of the range, up to `count`
+# (member, score) after the cursor or from the top (false if the cursor's task is no longer at
+# its score: the caller seeks by its score's members, element 3), those members or false, the
+# oldest `tail count` members up to the tail's highest score, the members at the lowest score,
+# ZCARD of the index, ZCARD of the other index (0 without it)}.
+LIST_PAGE = LuaScript(
+    """
+local key, hi, lo, count = KEYS[1], ARGV[1], ARGV[2], tonumber(ARGV[3])
+local entries, bucket = false, false
+if ARGV[4] == '' then
+  entries = redis.call('ZRANGE', key, hi, lo, 'BYSCORE', 'REV', 'LIMIT', 0, count, 'WITHSCORES')
+else
+  local at = redis.call('ZSCORE', key, ARGV[5])
+  if at and tonumber(at) == tonumber(ARGV[4]) then
+    local rank = redis.call('ZREVRANK', key, ARGV[5])
+    entries = redis.call('ZRANGE', key, rank + 1, rank + count, 'REV', 'WITHSCORES')
+  else
+    bucket = redis.call('ZRANGE', key, ARGV[4], ARGV[4], 'BYSCORE', 'REV')
+  end
+end
+local tail, lowest = {}, {}
+if ARGV[6] ~= '' then
+  tail = redis.call('ZRANGE', key, lo, ARGV[6], 'BYSCORE', 'LIMIT', 0, ARGV[7], 'WITHSCORES')
+end
+if ARGV[8] ~= '' then lowest = redis.call('ZRANGE', key, lo, lo, 'BYSCORE') end
+local other = 0
+if KEYS[2] then other = redis.call('ZCARD', KEYS[2]) end
+return {redis.call('ZCOUNT', key, lo, hi), entries, bucket, tail, lowest,
+        redis.call('ZCARD', key), other}
+"""
+)
+
+# KEYS: an index pair (by time, by state) [, the owner's pair, when the first is a context's].
+# ARGV: index ttl ms, which of the pair was read (1 or 2), then per task: id, score read, ms ('' if
+# the task is gone), state score. A task still at the score read is moved to its ms and state in
+# the pair, or, gone, removed from every index given; one that moved since is left alone.
+REPAIR_LISTING = LuaScript(
+    """
+local read = KEYS[tonumber(ARGV[2])]
+for i = 3, #ARGV, 4 do
+  local now = redis.call('ZSCORE', read, ARGV[i])
+  if now and tonumber(now) == tonumber(ARGV[i + 1]) then
+    if ARGV[i + 2] == '' then
+      for k = 1, #KEYS do redis.call('ZREM', KEYS[k], ARGV[i]) end
+    else
+      redis.call('ZADD', KEYS[1], ARGV[i + 2], ARGV[i])
+      redis.call('ZADD', KEYS[2], ARGV[i + 3], ARGV[i])
+    end
+  end
+end
+for k = 1, 2 do
+  if redis.call('PTTL', KEYS[k]) == -1 then redis.call('PEXPIRE', KEYS[k], ARGV[1]) end
+end
+return 1
 """
 )
 

@@ -2,7 +2,7 @@
 
     publish(event [, snapshot]) --EVALSHA (one slot: {task})--> HINCRBY seq, XADD "<seq>-1",
             |                                                   [HSET snapshot + pos], PEXPIRE
-            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the list indexes
+            | with a snapshot, same round trip (slot {owner}):  ZADD + PEXPIRE the 4 list indexes
             v
     p:journal:<owner>:{<task>} --XREAD BLOCK from "<after>-1"--> readers on any replica
 
@@ -14,9 +14,10 @@ that is still being created, which makes it safe for `list` to drop entries whos
 (expired). Both steps are answered in one reply, so a caller told that `create` succeeded knows
 the task is indexed; if the connection is cut in between, the caller gets StoreUnavailable (the
 task may then exist unlisted, as an abandoned create). A publish only moves an existing entry
-(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list` filters and
-orders on the snapshot's own state and time (kept beside it in the hash), never on the index
-score, so a stale score cannot give a wrong answer.
+(ZADD XX), so a misdirected publish (no such task) leaves no entry anywhere. `list`
+(stores.redis.listing) reads a page by index score and checks each entry against the state and
+time kept beside the snapshot in the hash: an entry with a stale score is left out and repaired,
+never listed wrongly.
 
 Blocking reads go to `read_client`, a client of its own with no socket timeout shorter than the
 longest block, so that waiting readers never take the connections that publishes need. On one Redis
@@ -58,10 +59,11 @@ from stores.base import (
 from stores.chunks import WritingBehind
 from stores.codec import dump_event, dump_task, load_task, snapshot_event
 from stores.models import JournalEntry, Task, TaskRecord, TaskState
-from stores.paging import decode_cursor, encode_cursor
 from stores.redis.batch import CommandBatcher
 from stores.redis.journal_mux import JournalMux
-from stores.redis.scripts import CREATE_TASK, PUBLISH_EVENTS
+from stores.redis.listing import TaskLists
+from stores.redis.read_watch import ReadWatch, watched
+from stores.redis.scripts import CREATE_LISTED_TASK, PUBLISH_LISTED_EVENTS
 from stores.redis.shared_reads import SharedReads
 from stores.redis.store import RedisStore
 from stores.redis.support import (
@@ -70,15 +72,13 @@ from stores.redis.support import (
     RedisClient,
     journal_entries,
     redis_available,
-    run_pipeline,
-    text,
     timestamp_ms,
     timestamp_us,
     xread_streams,
 )
 
 _NO_SNAPSHOT = ("", "", "", "", "")
-_NO_INDEXES = ("", "")
+_NO_INDEXES = ("", "", "")
 
 logger = logging.getLogger(__name__)
 
@@ -104,16 +104,25 @@ class RedisTaskStore(RedisStore, TaskStore):
         journal_max: int = 10_000,
         read_client: RedisClient | None = None,
         batcher: CommandBatcher | None = None,
+        read_watch: ReadWatch | None = None,
     ) -> None:
+        """`read_watch`: ends the blocking reads waiting on a Redis that stopped answering."""
         super().__init__(client, prefix=prefix, ttl_s=ttl_s, batcher=batcher)
         self._read_redis = read_client or client
+        self._read_watch = read_watch
         self._index_ttl_ms = 2 * self._ttl_ms
+        self._lists = TaskLists(
+            client, self._keys, ttl_ms=self._ttl_ms, index_ttl_ms=self._index_ttl_ms
+        )
         self._journal_max = journal_max
         # One Redis: one blocking read for every journal waited on (JournalMux). A cluster: one
         # per journal and position, shared by its readers (SharedReads).
         self._mux = (
             JournalMux(
-                self._read_redis, client, wake_key=partial(self._keys.wake, uuid.uuid4().hex)
+                self._read_redis,
+                client,
+                wake_key=partial(self._keys.wake, uuid.uuid4().hex),
+                read_watch=read_watch,
             )
             if isinstance(self._read_redis, Redis) and isinstance(client, Redis)
             else None
@@ -131,9 +140,10 @@ class RedisTaskStore(RedisStore, TaskStore):
             self._journal_max,
             task.id,
             self._index_ttl_ms,
+            TaskLists.scores(task)[1],
         ]
         with redis_available():
-            await self._run_indexed(CREATE_TASK, keys, args, task, owner, add=True)
+            await self._run_indexed(CREATE_LISTED_TASK, keys, args, task, owner, add=True)
         return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
@@ -150,66 +160,7 @@ class RedisTaskStore(RedisStore, TaskStore):
             raise TaskUnreadable(task_id) from exc
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
-        cursor = decode_cursor(query.page_token) if query.page_token else None
-        index = (
-            self._keys.owner_tasks(owner)
-            if query.context_id is None
-            else self._keys.context_tasks(owner, query.context_id)
-        )
-        after_us = timestamp_us(query.status_after) if query.status_after is not None else None
-        with redis_available():
-            task_ids = [text(member) for member in await self._redis.zrange(index, 0, -1)]
-
-            def fetch_fields(pipe: AnyPipeline) -> None:
-                for task_id in task_ids:
-                    pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us"])
-
-            fields = await run_pipeline(self._redis, fetch_fields) if task_ids else []
-            gone: list[str] = []
-            matching: list[tuple[int, str]] = []
-            for task_id, (state, ms, us) in zip(task_ids, fields, strict=True):
-                if state is None:
-                    gone.append(task_id)  # expired: skip it, and drop it from the index below
-                    continue
-                try:
-                    state_value, sort_key, status_us = text(state), int(ms), int(us)
-                except (TypeError, ValueError):
-                    _left_out(task_id, "its listing fields cannot be read")
-                    continue
-                if (query.state is None or state_value == query.state.value) and (
-                    after_us is None or status_us >= after_us
-                ):
-                    matching.append((sort_key, task_id))
-            matching.sort(reverse=True)
-            start = 0
-            if cursor is not None:
-                start = next(
-                    (i for i, sort_key in enumerate(matching) if sort_key < cursor), len(matching)
-                )
-            page = matching[start : start + query.page_size]
-
-            def fetch_page(pipe: AnyPipeline) -> None:
-                for _, task_id in page:
-                    pipe.hget(self._keys.task(owner, task_id), "task")
-                if gone:
-                    pipe.zrem(index, *gone)
-                    if query.context_id is not None:
-                        pipe.zrem(self._keys.owner_tasks(owner), *gone)
-
-            replies = await run_pipeline(self._redis, fetch_page) if page or gone else []
-        # A task that expired between the two round trips is left out of this page, and so is one
-        # that cannot be loaded (one bad record must not fail every client's list).
-        tasks: builtins.list[Task] = []
-        for (_, task_id), raw in zip(page, replies[: len(page)], strict=True):
-            if raw is None:
-                continue
-            try:
-                tasks.append(load_task(raw))
-            except (ValueError, RecursionError) as exc:
-                _left_out(task_id, f"its snapshot cannot be loaded ({type(exc).__name__})")
-        more = start + query.page_size < len(matching)
-        token = encode_cursor(*page[-1]) if more and page else ""
-        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
+        return await self._lists.list(query, owner=owner)
 
     async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         keys = self._publish_keys(owner, task_id)
@@ -219,7 +170,7 @@ class RedisTaskStore(RedisStore, TaskStore):
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
                 args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
-                position = int(await self._batcher.run_script(PUBLISH_EVENTS, keys, args))
+                position = int(await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args))
             else:
                 stored = write.snapshot_stored
                 fields = (
@@ -227,10 +178,12 @@ class RedisTaskStore(RedisStore, TaskStore):
                     *self._listing_fields(snapshot),
                     write.if_state.value if write.if_state is not None else "",
                 )
-                indexes = (task_id, self._index_ttl_ms)
+                indexes = (task_id, self._index_ttl_ms, TaskLists.scores(snapshot)[1])
                 args = self._publish_args(events, event_id, fence, fields, indexes)
                 position = int(
-                    await self._run_indexed(PUBLISH_EVENTS, keys, args, snapshot, owner, add=False)
+                    await self._run_indexed(
+                        PUBLISH_LISTED_EVENTS, keys, args, snapshot, owner, add=False
+                    )
                 )
         return _published(position, task_id, fence=fence, if_state=write.if_state)
 
@@ -246,7 +199,7 @@ class RedisTaskStore(RedisStore, TaskStore):
         keys = self._publish_keys(owner, task_id)
         args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
         with redis_available():
-            position = int(await self._batcher.run_script(PUBLISH_EVENTS, keys, args))
+            position = int(await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args))
         return _published(position, task_id, fence=fence)
 
     def chunk_sink(
@@ -267,8 +220,9 @@ class RedisTaskStore(RedisStore, TaskStore):
         snapshot: Sequence[Any],
         indexes: Sequence[Any] = _NO_INDEXES,
     ) -> builtins.list[Any]:
-        """`PUBLISH_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or `_NO_SNAPSHOT`;
-        `indexes` the task id and the indexes' ttl when they are among the keys."""
+        """`PUBLISH_LISTED_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or
+        `_NO_SNAPSHOT`; `indexes` the task id, the indexes' ttl and the task's by-state score when
+        they are among the keys."""
         holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
         fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)
         return [*fenced, *snapshot, *indexes, *events]
@@ -287,12 +241,12 @@ class RedisTaskStore(RedisStore, TaskStore):
         the script itself on one Redis (given the index keys: four commands fewer), in the same
         pipeline on a cluster (the indexes hash to other slots than the task)."""
         if self._single_node:
-            indexed = [*keys, *self._index_keys(owner, task.context_id)]
+            indexed = [*keys, *self._lists.index_keys(owner, task.context_id)]
             return await self._batcher.run_script(script, indexed, args)
 
         def build(pipe: AnyPipeline) -> None:
             script.queue(pipe, keys, args)
-            self._queue_index(pipe, task, owner, add=add)
+            self._lists.queue_index(pipe, task, owner, add=add)
 
         return (await self._batcher.run_pipeline(build, scripts=[script]))[0]
 
@@ -329,6 +283,8 @@ class RedisTaskStore(RedisStore, TaskStore):
         """Stop the journal reader (the clients are the caller's to close)."""
         if self._mux is not None:
             await self._mux.aclose()
+        if self._read_watch is not None:
+            await self._read_watch.aclose()
 
     async def _blocking_read(
         self, journal: str, start: str, timeout_s: float
@@ -338,9 +294,10 @@ class RedisTaskStore(RedisStore, TaskStore):
         block_ms = max(1, int(timeout_s * 1000))
         with redis_available():
             try:
-                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S):
-                    found = await self._read_redis.xread({journal: start}, block=block_ms)
-            except TimeoutError as exc:  # the connection went silent: a cut, not a quiet journal
+                async with asyncio.timeout(timeout_s + _READ_TIMEOUT_MARGIN_S) as deadline:
+                    with watched(self._read_watch, deadline):
+                        found = await self._read_redis.xread({journal: start}, block=block_ms)
+            except TimeoutError as exc:  # silent past its block, or Redis stopped answering pings
                 raise StoreUnavailable("Redis did not answer a blocking read") from exc
             except ResponseError as exc:
                 if not str(exc).startswith("UNBLOCKED"):
@@ -353,21 +310,6 @@ class RedisTaskStore(RedisStore, TaskStore):
     def _listing_fields(self, task: Task) -> builtins.list[Any]:
         moment = task.status.timestamp
         return [task.status.state.value, timestamp_ms(moment), timestamp_us(moment)]
-
-    def _queue_index(self, pipe: AnyPipeline, task: Task, owner: str, *, add: bool) -> None:
-        """Index the task (create), or move it (publish: XX, so a publish that finds no task,
-        e.g. another owner's, leaves no entry behind)."""
-        score = timestamp_ms(task.status.timestamp)
-        for index in self._index_keys(owner, task.context_id):
-            pipe.zadd(index, {task.id: score}, xx=not add)
-            pipe.pexpire(index, self._index_ttl_ms)
-
-    def _index_keys(self, owner: str, context_id: str) -> builtins.list[str]:
-        return [self._keys.owner_tasks(owner), self._keys.context_tasks(owner, context_id)]
-
-
-def _left_out(task_id: str, why: str) -> None:
-    logger.warning("task_id=<%s> | left out of a task list: %s", task_id, why)
 
 
 def _entries(reply: Any) -> list[JournalEntry]:

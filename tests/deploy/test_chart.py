@@ -1,6 +1,7 @@
 """The Helm chart, rendered by Helm's own engine (helm-python-sdk bundles Helm's Go SDK; no `helm`
 binary, no cluster): what `helm install` would apply for a given set of values. Nothing here is
-applied to a cluster: the manifests are checked, not run."""
+applied to a cluster: the manifests are checked, not run; only the bundled Redis's arguments are
+run, by a private redis-server (tests.e2e_redis.support), to see its data outlive a SIGKILL."""
 
 from __future__ import annotations
 
@@ -8,10 +9,12 @@ from pathlib import Path
 from typing import Any
 
 import pytest
+import redis
 import yaml
 from pydantic import SecretStr
 
 from app.settings import Settings
+from tests.e2e_redis.support import RedisServer
 
 helm = pytest.importorskip("helm_python.chart")
 
@@ -47,61 +50,219 @@ def server_container(docs: dict[str, dict[str, Any]]) -> dict[str, Any]:
     return container
 
 
-def test_defaults_render_one_replica_in_memory_and_lint_clean() -> None:
+def notes(**values: Any) -> str:
+    """What `helm install` prints (NOTES.txt) for these values."""
+    manifests = helm.Chart.load(CHART).render(values=values, name="demo")
+    return manifests["a2a-agent-server/templates/NOTES.txt"]
+
+
+def assert_lint_clean(**values: Any) -> None:
+    """`helm lint --strict` with these values: no error, no warning (info such as a missing icon
+    is allowed)."""
+    report = helm.lint(str(CHART), values=values, strict=True)
+    assert report["errors"] == []
+    assert [m for m in report["messages"] if m["severity"] >= 2] == []
+
+
+def bundled_redis(docs: dict[str, dict[str, Any]]) -> list[str]:
+    return [kind for kind in docs if kind.split("/")[1].startswith("demo-a2a-agent-server-redis")]
+
+
+def test_defaults_lose_no_task_when_a_pod_goes() -> None:
     docs = render()
     deployment = docs["Deployment/demo-a2a-agent-server"]
-    assert deployment["spec"]["replicas"] == 1
-    assert "REDIS_URL" not in config_of(docs)
-    assert not any(
-        kind.startswith(("HorizontalPodAutoscaler", "PodDisruptionBudget")) for kind in docs
-    )
+    pod = deployment["spec"]["template"]["spec"]
+    selector = deployment["spec"]["selector"]["matchLabels"]
+    # Two replicas on a shared Redis: a rollout, a drain or a crash leaves one serving...
+    assert deployment["spec"]["replicas"] >= 2
+    assert docs["PodDisruptionBudget/demo-a2a-agent-server"]["spec"] == {
+        "minAvailable": 1,
+        "selector": {"matchLabels": selector},
+    }
+    # ... a rollout starts a new pod before it stops an old one ...
+    assert deployment["spec"]["strategy"] == {
+        "type": "RollingUpdate",
+        "rollingUpdate": {"maxSurge": 1, "maxUnavailable": 0},
+    }
+    # ... and the replicas are spread over nodes where the cluster allows it.
+    (spread,) = pod["affinity"]["podAntiAffinity"][
+        "preferredDuringSchedulingIgnoredDuringExecution"
+    ]
+    assert spread["podAffinityTerm"] == {
+        "topologyKey": "kubernetes.io/hostname",
+        "labelSelector": {"matchLabels": selector},
+    }
+    container = server_container(docs)
+    assert container["readinessProbe"]["httpGet"]["path"] == "/readyz"
+    assert container["livenessProbe"]["httpGet"]["path"] == "/healthz"
     assert config_of(docs)["A2A_HOST"] == "0.0.0.0"
     # The server refuses a pod address without authentication: the chart always provides keys.
-    env_from = [ref.get("secretRef", {}).get("name") for ref in server_container(docs)["envFrom"]]
+    env_from = [ref.get("secretRef", {}).get("name") for ref in container["envFrom"]]
     assert "demo-a2a-agent-server-auth" in env_from
     assert "A2A_API_KEYS" in docs["Secret/demo-a2a-agent-server-auth"]["stringData"]
-    assert helm.lint(str(CHART))["errors"] == []
+    assert "LOST" not in notes()
+    assert_lint_clean()
+
+
+def test_the_bundled_redis_keeps_its_data_on_a_volume_and_the_server_uses_it() -> None:
+    docs = render()
+    redis = docs["StatefulSet/demo-a2a-agent-server-redis"]
+    redis_pod = redis["spec"]["template"]
+    (redis_container,) = redis_pod["spec"]["containers"]
+    (claim,) = redis["spec"]["volumeClaimTemplates"]
+    assert claim["spec"]["resources"]["requests"]["storage"] == "8Gi"
+    assert claim["spec"]["accessModes"] == ["ReadWriteOnce"]
+    assert "storageClassName" not in claim["spec"]  # the cluster's default class
+    assert {"name": claim["metadata"]["name"], "mountPath": "/data"} in redis_container[
+        "volumeMounts"
+    ]
+    assert "volumes" not in redis_pod["spec"]  # no emptyDir shadowing the claim
+    args = " ".join(map(repr, redis_container["args"]))
+    assert "'--dir' '/data'" in args
+    assert "'--appendonly' 'yes'" in args
+    assert "'--appendfsync' 'everysec'" in args
+    # REDIS_URL names a Service that selects that pod (and only it), on Redis's port.
+    assert config_of(docs)["REDIS_URL"] == "redis://demo-a2a-agent-server-redis:6379/0"
+    service = docs["Service/demo-a2a-agent-server-redis"]["spec"]
+    assert service["selector"] == redis_pod["metadata"]["labels"]
+    assert service["ports"] == [{"name": "redis", "port": 6379, "targetPort": "redis"}]
+    headless = docs[f"Service/{redis['spec']['serviceName']}"]["spec"]
+    assert headless["clusterIP"] == "None"
+    # The server's Service must not select the Redis pod (nor the other way round).
+    server_selector = docs["Service/demo-a2a-agent-server"]["spec"]["selector"]
+    assert not server_selector.items() <= redis_pod["metadata"]["labels"].items()
+    assert "data-demo-a2a-agent-server-redis-0" in notes()
+
+
+def test_redis_durability_and_storage_are_values() -> None:
+    values = {
+        "appendfsync": "always",
+        "persistence": {"size": "20Gi", "storageClass": "fast-ssd"},
+    }
+    docs = render(redis=values)
+    redis = docs["StatefulSet/demo-a2a-agent-server-redis"]["spec"]
+    (redis_container,) = redis["template"]["spec"]["containers"]
+    assert "'--appendfsync' 'always'" in " ".join(map(repr, redis_container["args"]))
+    (claim,) = redis["volumeClaimTemplates"]
+    assert claim["spec"]["storageClassName"] == "fast-ssd"
+    assert claim["spec"]["resources"]["requests"]["storage"] == "20Gi"
+    assert_lint_clean(redis=values)
+    for wrong in ({"appendfsync": "no"}, {"persistence": {"size": "lots"}}):
+        with pytest.raises(Exception, match="schema"):
+            render(redis=wrong)
+
+
+class ChartRedis(RedisServer):
+    """A private redis-server run with the bundled Redis's rendered arguments (its /data a temp
+    directory), on a free loopback port."""
+
+    def __init__(self, args: list[str]) -> None:
+        super().__init__(persistent=True)
+        self.args = [str(self.dir) if arg == "/data" else arg for arg in args]
+
+    def command(self) -> list[str]:
+        local = ["--port", str(self.port), "--bind", "127.0.0.1", "--logfile", str(self.log_path)]
+        return [self.binary or "redis-server", *self.args, *local]
+
+
+@pytest.mark.parametrize("appendfsync", ["everysec", "always"])
+def test_the_bundled_redis_keeps_what_it_answered_when_its_process_is_killed(
+    appendfsync: str,
+) -> None:
+    spec = render(redis={"appendfsync": appendfsync})["StatefulSet/demo-a2a-agent-server-redis"]
+    (container,) = spec["spec"]["template"]["spec"]["containers"]
+    with ChartRedis(container["args"]) as server:
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        assert client.config_get("appendfsync") == {"appendfsync": appendfsync}
+        for n in range(50):
+            client.hset(f"chart-test:task:{n}", mapping={"state": "TASK_STATE_WORKING"})
+        assert server.proc is not None
+        server.proc.kill()  # SIGKILL, as an OOM kill or a lost pod: no shutdown, no last fsync
+        server.proc.wait(timeout=10)
+        server.start()
+        client = redis.Redis.from_url(server.url, decode_responses=True)
+        assert client.dbsize() == 50
+        assert client.hgetall("chart-test:task:49") == {"state": "TASK_STATE_WORKING"}
+
+
+def test_in_memory_is_one_value_away_and_says_it_loses_everything() -> None:
+    docs = render(redis={"enabled": False})
+    assert docs["Deployment/demo-a2a-agent-server"]["spec"]["replicas"] == 1
+    assert "REDIS_URL" not in config_of(docs)
+    assert not any(
+        kind.startswith(("HorizontalPodAutoscaler", "PodDisruptionBudget", "StatefulSet"))
+        for kind in docs
+    )
+    assert bundled_redis(docs) == []
+    assert "WARNING: in-memory stores" in notes(redis={"enabled": False})
+    assert_lint_clean(redis={"enabled": False})
 
 
 @pytest.mark.parametrize(
     "values",
     [
-        {"replicaCount": 2},
-        {"autoscaling": {"enabled": True}},
-        {"replicaCount": 3, "config": {"REDIS_URL": ""}},
+        {"replicaCount": 2, "redis": {"enabled": False}},
+        {"autoscaling": {"enabled": True}, "redis": {"enabled": False}},
+        {"replicaCount": 3, "redis": {"enabled": False}, "config": {"REDIS_URL": ""}},
     ],
 )
-def test_several_replicas_without_redis_are_refused(values: dict[str, Any]) -> None:
-    with pytest.raises(Exception, match="More than one replica needs a shared Redis"):
+def test_several_replicas_on_in_memory_stores_are_refused(values: dict[str, Any]) -> None:
+    with pytest.raises(
+        Exception, match="More than one replica needs a shared Redis: with in-memory stores"
+    ):
         render(**values)
 
 
-def test_two_replicas_with_the_bundled_redis_share_it() -> None:
-    docs = render(replicaCount=2, redis={"enabled": True})
+def test_the_bundled_redis_serves_an_autoscaler_and_any_replica_count() -> None:
+    docs = render(replicaCount=3)
+    assert docs["Deployment/demo-a2a-agent-server"]["spec"]["replicas"] == 3
+    docs = render(autoscaling={"enabled": True})
+    assert docs["HorizontalPodAutoscaler/demo-a2a-agent-server"]["spec"]["minReplicas"] == 2
+    assert "replicas" not in docs["Deployment/demo-a2a-agent-server"]["spec"]
+    assert "StatefulSet/demo-a2a-agent-server-redis" in docs
+    assert "PodDisruptionBudget/demo-a2a-agent-server" in docs
+
+
+EXTERNAL_REDIS = [
+    {"config": {"REDIS_URL": "redis://redis-master:6379/0"}},
+    {"secretEnv": {"REDIS_URL": "redis://:pw@redis-master:6379/0"}},
+    {"existingSecret": "mine", "redis": {"urlInSecret": True}},
+]
+
+
+@pytest.mark.parametrize("values", EXTERNAL_REDIS)
+def test_an_external_redis_replaces_the_bundled_one(values: dict[str, Any]) -> None:
+    docs = render(**values)
+    assert bundled_redis(docs) == []
     assert docs["Deployment/demo-a2a-agent-server"]["spec"]["replicas"] == 2
-    assert config_of(docs)["REDIS_URL"] == "redis://demo-a2a-agent-server-redis:6379/0"
-    redis_service = docs["Service/demo-a2a-agent-server-redis"]
-    redis_pod = docs["Deployment/demo-a2a-agent-server-redis"]["spec"]["template"]["metadata"]
-    assert redis_service["spec"]["selector"] == redis_pod["labels"]
-    # The server's Service must not select the Redis pod (nor the other way round).
-    server_selector = docs["Service/demo-a2a-agent-server"]["spec"]["selector"]
-    assert not server_selector.items() <= redis_pod["labels"].items()
-    assert docs["PodDisruptionBudget/demo-a2a-agent-server"]["spec"]["minAvailable"] == 1
+    assert "PodDisruptionBudget/demo-a2a-agent-server" in docs
+    assert config_of(docs).get("REDIS_URL") == values.get("config", {}).get("REDIS_URL")
+    assert "your Redis (REDIS_URL)" in notes(**values)
+    assert_lint_clean(**values)
 
 
-@pytest.mark.parametrize(
-    "values",
-    [
-        {"config": {"REDIS_URL": "redis://redis-master:6379/0"}},
-        {"secretEnv": {"REDIS_URL": "redis://:pw@redis-master:6379/0"}},
-        {"existingSecret": "mine", "redis": {"urlInSecret": True}},
-    ],
-)
+@pytest.mark.parametrize("values", EXTERNAL_REDIS)
 def test_an_external_redis_allows_autoscaling(values: dict[str, Any]) -> None:
     docs = render(autoscaling={"enabled": True}, **values)
     assert docs["HorizontalPodAutoscaler/demo-a2a-agent-server"]["spec"]["minReplicas"] == 2
     assert "replicas" not in docs["Deployment/demo-a2a-agent-server"]["spec"]
-    assert not any(kind.endswith("-redis") for kind in docs)
+    assert bundled_redis(docs) == []
+
+
+def test_an_affinity_given_replaces_the_spread_over_nodes() -> None:
+    affinity = {
+        "nodeAffinity": {
+            "requiredDuringSchedulingIgnoredDuringExecution": {
+                "nodeSelectorTerms": [
+                    {"matchExpressions": [{"key": "pool", "operator": "In", "values": ["agents"]}]}
+                ]
+            }
+        }
+    }
+    docs = render(affinity=affinity)
+    assert (
+        docs["Deployment/demo-a2a-agent-server"]["spec"]["template"]["spec"]["affinity"] == affinity
+    )
 
 
 def test_secrets_go_to_a_secret_never_to_the_config_map() -> None:

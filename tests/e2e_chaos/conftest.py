@@ -7,7 +7,8 @@
   own, all with admission limits lower than the bursts thrown at them (LIMITS_ENV).
 * `target`: each of the two in turn (the Redis one carries the `redis` mark).
 
-Modules that break or stop servers (poison, faults, SIGTERM, double writers) start their own.
+Modules that break or stop servers (poison, faults, SIGTERM, double writers, pause, partition,
+Redis crash) start their own.
 Tests never share a conversation or a marker: every request carries the test's own marker.
 """
 

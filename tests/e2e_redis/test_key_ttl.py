@@ -29,7 +29,7 @@ MAX_TTL_MS = 2 * TASK_TTL_S * 1000
 
 EXPECTED_KINDS = {
     "task", "journal", "checkpoint", "lease", "conversation", "units", "claim", "tasks",
-    "context-tasks", "leases",
+    "tasks-by-state", "context-tasks", "context-tasks-by-state", "leases",
 }  # fmt: skip
 
 

@@ -10,6 +10,7 @@ import pytest
 from redis.crc import key_slot
 
 from stores.redis.keys import RedisKeys, decode, encode
+from stores.tenants import tenant_of, tenant_owner
 
 pytestmark = pytest.mark.redis
 
@@ -65,13 +66,17 @@ def test_conversation_and_index_tags() -> None:
         assert hash_tag(keys.claim(owner, context_id)) == encode(context_id)
         assert hash_tag(keys.owner_tasks(owner)) == encode(owner)
         assert hash_tag(keys.context_tasks(owner, context_id)) == encode(owner)
+        assert hash_tag(keys.owner_tasks_by_state(owner)) == encode(owner)
+        assert hash_tag(keys.context_tasks_by_state(owner, context_id)) == encode(owner)
 
 
 def test_no_two_owner_task_pairs_share_a_key() -> None:
     keys = RedisKeys("a2a")
     built = [keys.task(o, t) for o, t in itertools.product(NASTY, NASTY)]
     built += [keys.context_tasks(o, c) for o, c in itertools.product(NASTY, NASTY)]
+    built += [keys.context_tasks_by_state(o, c) for o, c in itertools.product(NASTY, NASTY)]
     built += [keys.owner_tasks(o) for o in NASTY]
+    built += [keys.owner_tasks_by_state(o) for o in NASTY]
     assert len(set(built)) == len(built)
     # "a:b" + "c" must not meet "a" + "b:c"
     assert keys.task("a:b", "c") != keys.task("a", "b:c")
@@ -87,3 +92,27 @@ def test_lease_members_round_trip() -> None:
 def test_prefix_may_not_move_the_hash_tag(prefix: str) -> None:
     with pytest.raises(ValueError, match="prefix"):
         RedisKeys(prefix)
+
+
+def test_a_tenant_qualified_owner_keeps_one_tag_and_keys_of_its_own() -> None:
+    """Tenants need no key of their own: the owner is tenant-qualified (stores.tenants), so an
+    owner's list indexes stay in one slot, a task's and a conversation's keys in theirs, and no
+    key of one tenant is a key of another or of no tenant; a lease member gives the tenant back
+    (a takeover knows the tenant of the turn it takes)."""
+    keys = RedisKeys("a2a")
+    principals = ["anonymous", "api-key:alice", "jwt:a/b", "jwt:acme/x"]
+    owners = [tenant_owner(tenant, p) for tenant in (None, "acme", "beta") for p in principals]
+    assert len(set(owners)) == len(owners)
+    built = []
+    for owner in owners:
+        per_owner = [keys.owner_tasks(owner), keys.context_tasks(owner, "ctx-1")]
+        assert {hash_tag(key) for key in per_owner} == {encode(owner)}
+        of_task = [keys.task(owner, "t-1"), keys.journal(owner, "t-1"), keys.lease(owner, "t-1")]
+        assert len({key_slot(key.encode()) for key in of_task}) == 1
+        of_context = [keys.conversation(owner, "ctx-1"), keys.claim(owner, "ctx-1")]
+        assert {hash_tag(key) for key in of_context} == {"ctx-1"}
+        built += per_owner + of_task + of_context + [keys.units(owner, "ctx-1")]
+        built.append(keys.rate_bucket(owner))
+        member_owner, _ = RedisKeys.parse_lease_member(RedisKeys.lease_member(owner, "t-1"))
+        assert tenant_of(member_owner) == tenant_of(owner)
+    assert len(set(built)) == len(built), "two owners share a key"

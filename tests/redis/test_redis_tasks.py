@@ -33,6 +33,7 @@ from stores.models import (
 from stores.redis.batch import CommandBatcher
 from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.keys import RedisKeys
+from stores.redis.listing import state_score
 from stores.redis.messages import RedisMessageStore
 from stores.redis.support import timestamp_ms
 from stores.redis.tasks import RedisTaskStore
@@ -268,8 +269,14 @@ async def test_a_chunk_is_one_round_trip_and_a_state_change_is_one_too(
     assert writes == [["EVALSHA"]]  # on one Redis the script moves the task in the indexes
     keys = RedisKeys(store._keys.prefix)
     moved_to = timestamp_ms(working.status.timestamp)
-    for index in (keys.owner_tasks(OWNER), keys.context_tasks(OWNER, task.context_id)):
-        assert await client.zscore(index, task.id) == moved_to
+    by_state = state_score(TaskState.WORKING.value, moved_to)
+    for index, score in (
+        (keys.owner_tasks(OWNER), moved_to),
+        (keys.context_tasks(OWNER, task.context_id), moved_to),
+        (keys.owner_tasks_by_state(OWNER), by_state),
+        (keys.context_tasks_by_state(OWNER, task.context_id), by_state),
+    ):
+        assert await client.zscore(index, task.id) == score
         assert 0 < await client.pttl(index) <= 2 * TTL_S * 1000
 
     writes.clear()
@@ -283,9 +290,15 @@ async def test_a_refused_state_change_leaves_the_indexes_as_they_were(
     task = make_task()
     await tasks.create(task, owner=OWNER)
     keys = RedisKeys(tasks._keys.prefix)
-    indexes = (keys.owner_tasks(OWNER), keys.context_tasks(OWNER, task.context_id))
+    indexes = (
+        keys.owner_tasks(OWNER),
+        keys.context_tasks(OWNER, task.context_id),
+        keys.owner_tasks_by_state(OWNER),
+        keys.context_tasks_by_state(OWNER, task.context_id),
+    )
     created_at = [await client.zscore(index, task.id) for index in indexes]
-    assert created_at == [timestamp_ms(task.status.timestamp)] * 2
+    ms = timestamp_ms(task.status.timestamp)
+    assert created_at == [ms, ms, *[state_score(TaskState.SUBMITTED.value, ms)] * 2]
     working = make_task(state=TaskState.WORKING)
     working.status.timestamp = datetime(2031, 1, 1, tzinfo=UTC)
     update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=working.status)
@@ -296,7 +309,9 @@ async def test_a_refused_state_change_leaves_the_indexes_as_they_were(
     assert [await client.zscore(index, task.id) for index in indexes] == created_at
     await tasks.publish(task.id, JournalWrite(update, snapshot=working), owner=OWNER)
     moved_to = timestamp_ms(working.status.timestamp)
-    assert [await client.zscore(index, task.id) for index in indexes] == [moved_to] * 2
+    moved_by_state = state_score(TaskState.WORKING.value, moved_to)
+    expected = [moved_to, moved_to, moved_by_state, moved_by_state]
+    assert [await client.zscore(index, task.id) for index in indexes] == expected
     assert [task.id for task in (await tasks.list(TaskQuery(), owner=OWNER)).tasks] == [task.id]
 
 
@@ -463,7 +478,7 @@ async def test_every_key_has_a_ttl_refreshed_by_activity(
     task = make_task()
     await tasks.create(task, owner=OWNER)
     keys = await keys_with_prefix(client, prefix)
-    assert len(keys) == 4  # snapshot hash, journal, owner index, context index
+    assert len(keys) == 6  # snapshot hash, journal, owner and context indexes (by time, by state)
     for key in keys:
         assert 0 < await client.ttl(key) <= 2 * TTL_S, key
 

@@ -283,9 +283,15 @@ class Stores:
         record = await self.tasks.create(task, owner=OWNER)
         return record.task, message
 
-    async def submit(self, runner: TaskRunner, content: str = "hello") -> Task:
+    async def submit(
+        self,
+        runner: TaskRunner,
+        content: str = "hello",
+        *,
+        extensions: frozenset[str] = frozenset(),
+    ) -> Task:
         task, message = await self.new_task(content)
-        await start_turn(runner, task, message)
+        await start_turn(runner, task, message, extensions=extensions)
         return task
 
     async def entries(self, task_id: str, *, after: int = 0) -> list[JournalEntry]:
@@ -331,11 +337,12 @@ async def start_turn(
     *,
     owner: str = OWNER,
     trace_carrier: dict[str, str] | None = None,
+    extensions: frozenset[str] = frozenset(),
 ) -> None:
     """Take the lease of an existing task and run a new turn for it (the handler's order,
     with the task already created)."""
     async with runner.starting(task.id, owner=owner) as start:
-        runner.launch_new(start, task, message, trace_carrier=trace_carrier)
+        runner.launch_new(start, task, message, trace_carrier=trace_carrier, extensions=extensions)
 
 
 async def resume_turn(

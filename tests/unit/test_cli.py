@@ -34,3 +34,26 @@ def test_bad_configuration_exits_2_with_a_message(env: dict[str, str], says: str
     assert result.returncode == 2, result.stderr
     assert says in result.stderr
     assert "Traceback" not in result.stderr
+
+
+@pytest.mark.parametrize(
+    ("value", "says"),
+    [
+        ('[{"uri": "urn:a"', "A2A_EXTENSIONS is not valid JSON"),
+        ('[{"description": "no uri"}]', "A2A_EXTENSIONS[0] needs a `uri`"),
+        ("/no/such/extensions.json", "cannot read the extensions file '/no/such/extensions.json'"),
+    ],
+)
+def test_a_bad_a2a_extensions_stops_the_server_with_one_line(value: str, says: str) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, "A2A_EXTENSIONS": value},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    [line] = result.stderr.splitlines()
+    assert line.startswith("a2a-server: invalid configuration: a2a_extensions: "), line
+    assert says in line

@@ -51,6 +51,7 @@ from stores.models import (
 from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
+from stores.tenants import tenant_owner
 from tests.redis_cluster import cluster_stores_client
 
 
@@ -162,8 +163,12 @@ def owner() -> str:
     return f"owner-{uuid.uuid4().hex[:10]}"
 
 
-@pytest.fixture
-def other_owner() -> str:
+@pytest.fixture(params=["principal", "tenant"])
+def other_owner(request: pytest.FixtureRequest, owner: str) -> str:
+    """Another principal's owner, or the same principal's within a tenant (stores.tenants): both
+    are other owners, whose data no key of `owner` reaches."""
+    if request.param == "tenant":
+        return tenant_owner("acme", owner)
     return f"other-{uuid.uuid4().hex[:10]}"
 
 

@@ -21,22 +21,52 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-redis" (include "a2a.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- /* The StatefulSet's governing (headless) Service; the server reaches Redis through the
+  ClusterIP Service instead, whose address stays the same when the Redis pod is replaced. */ -}}
+{{- define "a2a.redisHeadlessName" -}}
+{{- printf "%s-redis-headless" (include "a2a.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
 {{- /* The bundled Redis's own name label, so the server's Service never selects it. */ -}}
 {{- define "a2a.redisSelector" -}}
 app.kubernetes.io/name: {{ .Chart.Name }}-redis
 app.kubernetes.io/instance: {{ .Release.Name }}
 {{- end -}}
 
-{{- /* "true" when the server has a Redis: bundled, in config, or in a Secret. */ -}}
-{{- define "a2a.hasRedis" -}}
-{{- if or .Values.redis.enabled .Values.config.REDIS_URL .Values.redis.urlInSecret (index .Values.secretEnv "REDIS_URL") -}}
+{{- /* "true" when REDIS_URL is given: in config, in secretEnv, or in existingSecret. */ -}}
+{{- define "a2a.externalRedis" -}}
+{{- if or .Values.config.REDIS_URL .Values.redis.urlInSecret (index .Values.secretEnv "REDIS_URL") -}}
 true
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the chart runs its own Redis: asked for, and no REDIS_URL given. */ -}}
+{{- define "a2a.bundledRedis" -}}
+{{- if and .Values.redis.enabled (not (include "a2a.externalRedis" .)) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the server has a Redis (bundled or given); otherwise its stores are in memory. */ -}}
+{{- define "a2a.hasRedis" -}}
+{{- if or (include "a2a.bundledRedis" .) (include "a2a.externalRedis" .) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /* replicaCount, or by default 2 with a Redis (one pod can go while the other serves) and 1
+  with in-memory stores (several would each keep their own tasks). */ -}}
+{{- define "a2a.replicas" -}}
+{{- if kindIs "invalid" .Values.replicaCount -}}
+{{- ternary 2 1 (eq (include "a2a.hasRedis" .) "true") -}}
+{{- else -}}
+{{- .Values.replicaCount | int -}}
 {{- end -}}
 {{- end -}}
 
 {{- /* "true" when more than one replica can run at once. */ -}}
 {{- define "a2a.multiReplica" -}}
-{{- if or (gt (int .Values.replicaCount) 1) (and .Values.autoscaling.enabled (gt (int .Values.autoscaling.maxReplicas) 1)) -}}
+{{- if or (gt (int (include "a2a.replicas" .)) 1) (and .Values.autoscaling.enabled (gt (int .Values.autoscaling.maxReplicas) 1)) -}}
 true
 {{- end -}}
 {{- end -}}
@@ -46,10 +76,10 @@ true
 {{- .Values.publicUrl | default .Values.config.A2A_PUBLIC_URL | default "" -}}
 {{- end -}}
 
-{{- /* Refuse values that would make a broken deployment. */ -}}
+{{- /* Refuse values that would make a broken deployment, or one that loses data silently. */ -}}
 {{- define "a2a.validate" -}}
 {{- if and (include "a2a.multiReplica" .) (not (include "a2a.hasRedis" .)) -}}
-{{- fail "More than one replica needs a shared Redis (each pod would otherwise keep its own tasks and conversations): set redis.enabled=true (bundled, for trying it out), config.REDIS_URL, or secretEnv.REDIS_URL / existingSecret with redis.urlInSecret=true; or run one replica (replicaCount=1, autoscaling.enabled=false)." -}}
+{{- fail "More than one replica needs a shared Redis: with in-memory stores (redis.enabled=false and no REDIS_URL) each pod keeps its own tasks and conversations and loses them when it stops. Keep the bundled Redis (redis.enabled=true, the default) or give yours (config.REDIS_URL, or secretEnv.REDIS_URL / existingSecret with redis.urlInSecret=true); or run one replica (replicaCount=1, autoscaling.enabled=false) to try it out." -}}
 {{- end -}}
 {{- $grace := .Values.config.A2A_SHUTDOWN_GRACE_S | default "20" | float64 -}}
 {{- if le (float64 .Values.terminationGracePeriodSeconds) (addf $grace .Values.preStopSeconds) -}}

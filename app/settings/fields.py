@@ -1,7 +1,7 @@
 """The field types behind `Settings`: how a value is read from the environment and checked.
 
-Kept beside settings.py so that the settings read as one table (name, type, default, description)
-and each check is written once, as the type of the fields it applies to.
+Kept beside the settings groups so that they read as one table (name, type, default,
+description) and each check is written once, as the type of the fields it applies to.
 """
 
 from __future__ import annotations
@@ -13,8 +13,10 @@ from typing import Annotated, Any
 from pydantic import AfterValidator, BeforeValidator
 from pydantic_settings import NoDecode
 
+from agent.extensions import AgentExtension, extensions_from
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
+from stores.tenants import check_tenant_names
 
 REDIS_SCHEMES = ("redis://", "rediss://", "redis+cluster://", "rediss+cluster://")
 
@@ -43,6 +45,33 @@ def extended_card_fields(value: str) -> dict[str, Any]:
     return fields
 
 
+def declared_extensions(value: object) -> list[AgentExtension]:
+    """A2A_EXTENSIONS: inline JSON (it starts with `[`), else the path of a JSON or YAML file,
+    holding a list of `{uri, description, required, params}`; a list from code as it is."""
+    if not isinstance(value, str):
+        return extensions_from(value, where="A2A_EXTENSIONS")
+    text, source = value, "A2A_EXTENSIONS"
+    if not value.lstrip().startswith("["):
+        source = value
+        try:
+            text = Path(value).read_text(encoding="utf-8")
+        except OSError as exc:
+            raise ValueError(f"cannot read the extensions file {value!r}: {exc}") from exc
+    if source.endswith((".yaml", ".yml")):
+        import yaml  # type: ignore[import-untyped]  # only for a YAML file
+
+        try:
+            document = yaml.safe_load(text)
+        except yaml.YAMLError as exc:
+            raise ValueError(f"{source} is not valid YAML: {exc}") from exc
+    else:
+        try:
+            document = json.loads(text)
+        except json.JSONDecodeError as exc:
+            raise ValueError(f"{source} is not valid JSON: {exc}") from exc
+    return extensions_from(document, where=source)
+
+
 def _outbound_allow(value: list[str]) -> list[str]:
     OutboundPolicy.parse(value)  # raises ValueError naming the entry that is neither form
     return value
@@ -68,6 +97,17 @@ def _rate_limit(value: str | None) -> str | None:
     return value
 
 
+def _tenant_names(value: list[str]) -> list[str]:
+    check_tenant_names(value)  # raises ValueError saying what is wrong with the first bad one
+    return value
+
+
+def _tenant_name(value: str | None) -> str | None:
+    if value is not None:
+        check_tenant_names([value])
+    return value
+
+
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_commas)]
 """A comma-separated list in the environment (not JSON)."""
 OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
@@ -75,3 +115,7 @@ OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
 RedisUrl = Annotated[str | None, AfterValidator(_redis_scheme)]
 ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
+ExtensionList = Annotated[list[AgentExtension], NoDecode, BeforeValidator(declared_extensions)]
+"""A2A_EXTENSIONS: declarations read (inline or from a file) and checked at start-up."""
+TenantName = Annotated[str | None, AfterValidator(_tenant_name)]
+TenantNames = Annotated[CommaList, AfterValidator(_tenant_names)]

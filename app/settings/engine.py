@@ -1,0 +1,106 @@
+"""The agent: its prompt, tools, hooks and model."""
+
+from __future__ import annotations
+
+from typing import Literal
+
+from pydantic import Field, SecretStr
+from pydantic_settings import BaseSettings
+
+from agent.errors import HookFailureMode, ToolFailureMode
+from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
+from app.settings.fields import (
+    CommaList,
+)
+
+
+class EngineSettings(BaseSettings):
+    # --- the agent: prompt, tools, hooks
+    agent_name: str = Field("A2A Agent", description="Agent name in the agent card.")
+    agent_description: str = Field(
+        "A helpful assistant that can use tools.",
+        description="Agent description in the agent card.",
+    )
+    agent_system_prompt: str = Field(
+        "You are a helpful assistant.",
+        description="System prompt, injected at every model call (never stored).",
+    )
+    agent_max_iterations: int = Field(
+        10, ge=1, description="Model calls per turn before the task fails."
+    )
+    agent_tools: CommaList = Field(
+        default_factory=list,
+        description="Comma-separated `module:attribute` references to tool functions (or lists).",
+    )
+    agent_mcp_servers: str | None = Field(
+        None,
+        description="MCP servers whose tools the agent uses: JSON in the `mcpServers` shape"
+        " (`command`/`args`/`env`, or `url`/`headers`), or the path of a JSON or YAML file.",
+    )
+    agent_remote_agents: str | None = Field(
+        None,
+        description="Other A2A agents as tools: agent card URLs, comma-separated, or a JSON list"
+        ' of `{"url", "headers", "require_signed_card"}` (true: only if its card\'s signature'
+        " verifies); each becomes a tool named after the agent.",
+    )
+    agent_max_call_depth: int = Field(
+        3, ge=1, description="Agents calling agents (remote agent tools) stop at this depth."
+    )
+    agent_tool_concurrency: int = Field(
+        TOOL_CONCURRENCY,
+        ge=1,
+        description="Tool calls of one model response run at most this many at a time.",
+    )
+    agent_tool_timeout_s: float = Field(
+        TOOL_TIMEOUT_S, gt=0, description="Timeout of one tool call."
+    )
+    agent_tool_failure_mode: ToolFailureMode = Field(
+        "continue", description="On a tool error: let the model see it and go on, or fail the turn."
+    )
+    agent_max_consecutive_tool_errors: int = Field(
+        3, ge=1, description="Same tool, same error this many times in a row: the turn fails."
+    )
+    agent_ask_user_tool: bool = Field(
+        True, description="Offer the model the `ask_user(question)` tool (input-required)."
+    )
+    agent_finish_tool: bool = Field(
+        True, description="Offer the model the `finish(result)` tool that ends the turn."
+    )
+    agent_hooks: CommaList = Field(
+        default_factory=list,
+        description="Comma-separated `module:attribute` references to Hooks instances or classes.",
+    )
+    agent_tools_requiring_approval: CommaList = Field(
+        default_factory=list,
+        description="Comma-separated tool names a human must approve before each call.",
+    )
+    agent_hook_failure_mode: HookFailureMode = Field(
+        "fail", description="A hook that raises fails the turn, or is logged and ignored."
+    )
+    agent_history_max_messages: int = Field(
+        50, ge=2, description="Most conversation messages sent to the model per call."
+    )
+    # --- the model
+    llm_model: str | None = Field(
+        None,
+        description="LiteLLM model string (e.g. `openai/gpt-4o-mini`); unset = offline demo model;"
+        " `scripted` = a fixed answer for load tests (SCRIPTED_*).",
+    )
+    agent_profile: Literal["default", "tck"] = Field(
+        "default",
+        description="`tck`: the conformance profile, a scripted model, tools and a hook that"
+        " produce every behaviour the A2A TCK asks for, and webhooks to loopback allowed"
+        " (docs/conformance.md); LLM_MODEL ignored.",
+    )
+    scripted_chunks: int = Field(
+        20, ge=0, description="With `LLM_MODEL=scripted`: text chunks (20 characters) per answer."
+    )
+    scripted_delay_ms: float = Field(
+        0.0, ge=0, description="With `LLM_MODEL=scripted`: pause before each chunk, in ms."
+    )
+    llm_api_base: str | None = Field(None, description="Base URL of the model's API.")
+    llm_api_key: SecretStr | None = Field(None, description="API key for the model provider.")
+    llm_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call.")
+    llm_num_retries: int = Field(
+        2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
+    )
