@@ -11,11 +11,13 @@ import asyncio
 import contextlib
 import itertools
 import json
+import uuid
 from collections.abc import AsyncIterator
 from typing import Any
 
 import httpx
 import pytest
+from redis.asyncio import Redis
 
 import app.main
 from agent.llm.scripted import ScriptedModel
@@ -27,10 +29,12 @@ from app.settings import Settings
 from stores.base import JournalWrite
 from stores.memory import InMemoryStores
 from stores.models import PushConfig, StatusUpdate, Task, TaskState, TaskStatus
+from stores.redis.journal_mux import LINGER_S
 
 pytestmark = pytest.mark.timeout(120)
 
 LIMIT = 20
+REDIS_URL = "redis://127.0.0.1:6379/0"
 HEADERS = {"A2A-Version": "1.0"}
 
 
@@ -68,7 +72,7 @@ async def webhook() -> AsyncIterator[tuple[str, list[bytes]]]:
 
 @contextlib.asynccontextmanager
 async def served(
-    monkeypatch: pytest.MonkeyPatch,
+    monkeypatch: pytest.MonkeyPatch, **settings: Any
 ) -> AsyncIterator[tuple[httpx.AsyncClient, Services]]:
     built: list[Services] = []
 
@@ -78,10 +82,13 @@ async def served(
 
     build_services = app.main.build_services
     monkeypatch.setattr(app.main, "build_services", keep)
-    settings = Settings(
-        a2a_memory_max_tasks=LIMIT, a2a_turn_slice_ms=0, a2a_push_allowed_hosts=["127.0.0.1"]
+    configured = Settings(
+        a2a_memory_max_tasks=LIMIT,
+        a2a_turn_slice_ms=0,
+        a2a_push_allowed_hosts=["127.0.0.1"],
+        **settings,
     )
-    server = create_app(settings, llm=ScriptedModel(chunks=3))  # type: ignore[arg-type]
+    server = create_app(configured, llm=ScriptedModel(chunks=3))  # type: ignore[arg-type]
     transport = httpx.ASGITransport(app=server)
     async with (
         server.router.lifespan_context(server),
@@ -153,13 +160,33 @@ def held(services: Services) -> dict[str, int]:
     }
 
 
-async def settled(services: Services) -> dict[str, int]:
-    """`held` once the last push deliveries are done (they follow the journal past the end)."""
+def held_on_redis(services: Services) -> dict[str, int]:
+    """What a replica on Redis keeps per task, context or turn: its tasks and conversations
+    are in Redis; in the process, what its turns and readers hold."""
+    tasks: Any = services.stores.tasks
+    mux = tasks._mux
+    return {
+        "running turns": len(services.runner._running),
+        "push deliveries": len(services.push._deliveries),
+        "journals followed": len(mux._shard_of),
+        "journal readers": sum(len(shard._readers) for shard in mux._shards),
+        "journals read lately": sum(len(shard._recent) for shard in mux._shards),
+        "shared reads": len(tasks._waits._flights),
+        "metric label sets": sum(
+            len(family._children)
+            for family in vars(services.metrics).values()
+            if isinstance(family, _Family)
+        ),
+    }
+
+
+async def settled(services: Services, count: Any = held) -> dict[str, int]:
+    """`count` once the last push deliveries are done (they follow the journal past the end)."""
     for _ in range(200):
         if not services.push._deliveries:
             break
         await asyncio.sleep(0.01)
-    return held(services)
+    return count(services)  # type: ignore[no-any-return]
 
 
 async def test_what_the_server_keeps_per_task_stays_bounded_over_many_tasks(
@@ -179,6 +206,39 @@ async def test_what_the_server_keeps_per_task_stays_bounded_over_many_tasks(
     for name in ("context claims", "checkpoints", "running turns", "push deliveries"):
         assert later[name] == 0, (name, later)
     # One label set per binding, method, outcome, state...: none per task.
+    assert later["metric label sets"] == first["metric label sets"], (first, later)
+
+
+@pytest.mark.redis
+async def test_what_a_replica_on_redis_keeps_per_task_stays_bounded_over_many_tasks(
+    monkeypatch: pytest.MonkeyPatch,
+) -> None:
+    prefix = f"a2a-test-{uuid.uuid4().hex}"
+    numbers = itertools.count()
+    try:
+        async with (
+            webhook() as (hook, received),
+            served(monkeypatch, redis_url=REDIS_URL, redis_key_prefix=prefix) as (client, services),
+        ):
+            await run_tasks(client, 3 * LIMIT, hook, numbers)
+            first = await settled(services, held_on_redis)
+            await run_tasks(client, 12 * LIMIT, hook, numbers)
+            # A journal just read stays in the reads for a moment (LINGER_S, so that a reader
+            # coming back finds it), and leaves them at the next read after that.
+            await asyncio.sleep(LINGER_S + 0.2)
+            await run_tasks(client, 1, hook, numbers)
+            later = await settled(services, held_on_redis)
+    finally:
+        redis = Redis.from_url(REDIS_URL)
+        keys = [key async for key in redis.scan_iter(match=f"{prefix}:*", count=1000)]
+        if keys:
+            await redis.delete(*keys)
+        await redis.aclose()
+    assert received, "no webhook was called: push delivery was not exercised"
+    for name in ("running turns", "push deliveries", "journal readers", "shared reads"):
+        assert later[name] == 0, (name, later)
+    for name in ("journals followed", "journals read lately"):  # the last task's, at most
+        assert later[name] <= 1, (name, later)
     assert later["metric label sets"] == first["metric label sets"], (first, later)
 
 
