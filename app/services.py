@@ -70,7 +70,9 @@ logger = logging.getLogger(__name__)
 def build_stores(settings: Settings) -> StoreSet:
     if not settings.redis_url:
         return InMemoryStores.create(
-            ttl_s=settings.task_ttl_s, max_tasks=settings.a2a_memory_max_tasks
+            ttl_s=settings.task_ttl_s,
+            max_tasks=settings.a2a_memory_max_tasks,
+            window_max=settings.agent_history_max_messages,
         )
     # Imported here so the embedded default never loads the Redis client.
     from stores.redis.factory import create_redis_stores

@@ -96,6 +96,8 @@ class PushDelivery:
             ):
                 for entry in entries or ():
                     configs = await self._pushes.list(task_id, owner=owner)
+                    if not configs:  # all deleted, or gone with their task: no one to tell,
+                        return  # and no cursor to keep (a new config starts from the task's end)
                     bodies = await self._bodies(task_id, owner, entry, configs)
                     await asyncio.gather(
                         *(

@@ -125,9 +125,10 @@ class CapacitySettings(BaseSettings):
     a2a_memory_max_tasks: int = Field(
         10_000,
         ge=1,
-        description="Tasks the in-memory store keeps, and as many conversations; beyond, the"
-        " oldest ended tasks and the conversations written to longest ago are dropped (503 if no"
-        " task has ended).",
+        description="Tasks the in-memory store keeps (with their journals, checkpoints, push"
+        " configs and leases), and as many conversations (each its last AGENT_HISTORY_MAX_MESSAGES"
+        " to twice as many messages: what a turn reads); beyond, the oldest ended tasks and the"
+        " conversations written to longest ago are dropped (503 if no task has ended).",
     )
     redis_command_timeout_s: float = Field(
         1.5,

@@ -37,15 +37,22 @@ class InMemoryStores:
     pushes: InMemoryPushConfigStore
 
     @classmethod
-    def create(cls, *, ttl_s: float, max_tasks: int = 10_000) -> InMemoryStores:
+    def create(
+        cls, *, ttl_s: float, max_tasks: int = 10_000, window_max: int | None = None
+    ) -> InMemoryStores:
+        """`window_max`: the most messages a turn reads of its conversation (what each keeps)."""
         leases = InMemoryLeaseStore(ttl_s=ttl_s)  # the task and checkpoint stores check fences
-        return cls(
-            tasks=InMemoryTaskStore(ttl_s=ttl_s, max_tasks=max_tasks, leases=leases),
-            messages=InMemoryMessageStore(ttl_s=ttl_s, max_conversations=max_tasks),
-            checkpoints=InMemoryCheckpointStore(leases=leases),
-            leases=leases,
-            pushes=InMemoryPushConfigStore(max_tasks=max_tasks),
+        messages = InMemoryMessageStore(
+            ttl_s=ttl_s, max_conversations=max_tasks, window_max=window_max
         )
+        checkpoints = InMemoryCheckpointStore(leases=leases)
+        pushes = InMemoryPushConfigStore(max_tasks=max_tasks)
+        # A task the task store drops takes with it what the others keep for it.
+        dependents = (leases, checkpoints, pushes, messages)
+        tasks = InMemoryTaskStore(
+            ttl_s=ttl_s, max_tasks=max_tasks, leases=leases, dependents=dependents
+        )
+        return cls(tasks, messages, checkpoints, leases, pushes)
 
     def rate_limiter(self, limit: RateLimit) -> RateLimiter:
         return InMemoryRateLimiter(limit)

@@ -23,3 +23,7 @@ class InMemoryCheckpointStore(CheckpointStore):
 
     async def delete(self, task_id: str, *, owner: str) -> None:
         self._checkpoints.pop((owner, task_id), None)
+
+    def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
+        """The task store dropped the task (a turn that never got to delete its checkpoint)."""
+        self._checkpoints.pop((owner, task_id), None)

@@ -19,6 +19,7 @@ class _Lease:
     epoch: int = 0
     cancel_requested: bool = False
     touched: float = field(default_factory=time.monotonic)
+    task_gone: bool = False  # its task was dropped while a turn held it: forgotten at release
 
 
 class InMemoryLeaseStore(LeaseStore):
@@ -63,17 +64,25 @@ class InMemoryLeaseStore(LeaseStore):
         if lease is None or lease.holder != fence.holder or lease.epoch != fence.epoch:
             raise LeaseLost(task_id, fence)
 
-    def drop_released(self, owner: str, task_id: str) -> None:
-        """Forget a task's lease unless a turn holds it (the task store dropped the task): its
-        epoch goes with it, which fencing does not need (holders never reuse a name)."""
+    def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
+        """The task store dropped the task: its lease goes too, at once if released, else when
+        its holder releases it. Its epoch goes with it, which fencing does not need (holders
+        never reuse a name)."""
         lease = self._leases.get((owner, task_id))
-        if lease is not None and lease.holder is None:
+        if lease is None:
+            return
+        if lease.holder is None:
             del self._leases[(owner, task_id)]
+        else:
+            lease.task_gone = True
 
     async def release(self, task_id: str, *, owner: str, holder: str) -> None:
         lease = self._leases.get((owner, task_id))
         if lease is not None and lease.holder == holder:
-            lease.holder, lease.cancel_requested = None, False
+            if lease.task_gone:
+                del self._leases[(owner, task_id)]
+            else:
+                lease.holder, lease.cancel_requested = None, False
 
     async def hand_over(self, task_id: str, *, owner: str, holder: str) -> None:
         lease = self._leases.get((owner, task_id))

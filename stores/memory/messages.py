@@ -19,7 +19,7 @@ logger = logging.getLogger(__name__)
 @dataclass
 class _Conversation:
     messages: list[bytes] = field(default_factory=list)  # stored form, as in Redis
-    units: set[str] = field(default_factory=set)
+    units: dict[str, None] = field(default_factory=dict)  # in order: the oldest go first
     touched: float = 0.0
 
 
@@ -27,16 +27,26 @@ class InMemoryMessageStore(MessageStore):
     """Conversations by context, at most `max_conversations` of them (as many as the task store
     keeps tasks, so the store stays bounded under sustained load, not only after the TTL):
     beyond, the ones written to longest ago go, a hundredth of the limit at once, except a
-    conversation a turn is running in (its context claimed)."""
+    conversation a turn is running in (its context claimed).
+
+    With `window_max` (the most messages a turn reads, AGENT_HISTORY_MAX_MESSAGES), each keeps
+    its last `window_max` to `2 * window_max` messages and as many unit ids (a retried append is
+    of a recent unit): a context that goes on for thousands of turns does not grow the process
+    with messages no turn will read again."""
 
     def __init__(
-        self, *, ttl_s: float = DEFAULT_TASK_TTL_S, max_conversations: int = 10_000
+        self,
+        *,
+        ttl_s: float = DEFAULT_TASK_TTL_S,
+        max_conversations: int = 10_000,
+        window_max: int | None = None,
     ) -> None:
         self._sweeper = IdleSweeper(ttl_s)
         # Least recently written first: a write moves its conversation to the end.
         self._conversations: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
         self._claims: dict[tuple[str, str], str] = {}
         self._max_conversations = max_conversations
+        self._window_max = window_max
 
     async def window(self, context_id: str, *, owner: str, limit: int) -> list[ChatMessage]:
         conversation = self._conversations.get((owner, context_id))
@@ -59,9 +69,22 @@ class InMemoryMessageStore(MessageStore):
         conversation.touched = time.monotonic()
         if unit_id in conversation.units:
             return False
-        conversation.units.add(unit_id)
+        conversation.units[unit_id] = None
         conversation.messages.extend(dump_message(message) for message in messages)
+        if self._window_max is not None:
+            self._trim(conversation, self._window_max)
         return True
+
+    @staticmethod
+    def _trim(conversation: _Conversation, keep: int) -> None:
+        """Down to the last `keep` messages (and unit ids) once there are twice as many: a
+        trim every `keep` messages, not one per append."""
+        if len(conversation.messages) > 2 * keep:
+            del conversation.messages[:-keep]
+        if len(conversation.units) > 2 * keep:
+            conversation.units = dict.fromkeys(
+                islice(conversation.units, len(conversation.units) - keep, None)
+            )
 
     def _make_room(self) -> None:
         wanted = room_to_make(len(self._conversations), self._max_conversations)
@@ -89,5 +112,12 @@ class InMemoryMessageStore(MessageStore):
         return True
 
     async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+        if self._claims.get((owner, context_id)) == task_id:
+            del self._claims[(owner, context_id)]
+
+    def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
+        """The task store dropped the task (idle past the TTL while waiting for input): its
+        claim on the context goes with it. The conversation stays: it is the context's, which
+        a client may still continue (it goes by its own bound)."""
         if self._claims.get((owner, context_id)) == task_id:
             del self._claims[(owner, context_id)]

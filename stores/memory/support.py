@@ -3,11 +3,21 @@
 from __future__ import annotations
 
 import time
-from typing import Any, Protocol, TypeVar
+from typing import Protocol, TypeVar
 
 
 class Touched(Protocol):
     touched: float
+
+
+class TaskDependent(Protocol):
+    """A store that keeps something per task (a lease, a checkpoint, push configs, a context
+    claim): the task store tells it when it drops a task, so nothing of the task stays behind."""
+
+    def forget_task(self, owner: str, task_id: str, context_id: str) -> None: ...
+
+
+KeyT = TypeVar("KeyT")
 
 
 TouchedT = TypeVar("TouchedT", bound=Touched)
@@ -26,12 +36,13 @@ class IdleSweeper:
         self._ttl_s = ttl_s
         self._next_sweep = 0.0
 
-    def sweep(self, entries: dict[Any, TouchedT]) -> bool:
-        """True if it swept (and may have dropped entries)."""
+    def sweep(self, entries: dict[KeyT, TouchedT]) -> list[tuple[KeyT, TouchedT]]:
+        """The entries it dropped (none when it did not sweep)."""
         now = time.monotonic()
         if now < self._next_sweep:
-            return False
+            return []
         self._next_sweep = now + 60
-        for key in [key for key, value in entries.items() if now - value.touched > self._ttl_s]:
+        dropped = [item for item in entries.items() if now - item[1].touched > self._ttl_s]
+        for key, _ in dropped:
             del entries[key]
-        return True
+        return dropped

@@ -7,7 +7,7 @@ import builtins
 import logging
 import time
 from collections import OrderedDict, deque
-from collections.abc import Sequence
+from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from datetime import datetime
 from itertools import count, islice
@@ -29,7 +29,7 @@ from stores.base import (
 from stores.codec import dump_event, dump_task, load_task, snapshot_event, stored_entry
 from stores.deadlines import CoarseDeadlines
 from stores.memory.leases import InMemoryLeaseStore
-from stores.memory.support import IdleSweeper, room_to_make
+from stores.memory.support import IdleSweeper, TaskDependent, room_to_make
 from stores.models import JournalEntry, Task, TaskRecord, TaskState, event_state, utc_now
 from stores.paging import decode_cursor, encode_cursor
 
@@ -101,6 +101,7 @@ class InMemoryTaskStore(TaskStore):
         journal_max: int = 10_000,
         max_tasks: int = 10_000,
         leases: InMemoryLeaseStore | None = None,
+        dependents: Iterable[TaskDependent] = (),
     ) -> None:
         self._sweeper = IdleSweeper(ttl_s)
         self._journal_max = journal_max
@@ -110,12 +111,15 @@ class InMemoryTaskStore(TaskStore):
         # (kept in order, not found by sorting every task at the limit: that showed in profiles).
         self._ended: OrderedDict[tuple[str, str], None] = OrderedDict()
         self._leases = leases  # checks fenced writes; without it, fences are not checked
+        # What other stores keep per task (its lease, checkpoint, push configs): told when a task
+        # is dropped (to make room, or idle past the TTL), so that it goes with the task.
+        self._dependents = tuple(dependents)
         self._deadlines = CoarseDeadlines(expired=False)
 
     async def create(self, task: Task, *, owner: str) -> TaskRecord:
-        if self._sweeper.sweep(self._tasks):
-            for key in [key for key in self._ended if key not in self._tasks]:
-                del self._ended[key]
+        for key, expired in self._sweeper.sweep(self._tasks):
+            self._ended.pop(key, None)
+            self._forget(key, expired)
         if len(self._tasks) >= self._max_tasks:
             self._make_room()
         stored = _StoredTask.first(task, journal_max=self._journal_max)
@@ -132,16 +136,21 @@ class InMemoryTaskStore(TaskStore):
         dropped = 0
         while self._ended and dropped < wanted:
             key, _ = self._ended.popitem(last=False)
-            if self._tasks.pop(key, None) is not None:
+            stored = self._tasks.pop(key, None)
+            if stored is not None:
                 dropped += 1
-                if self._leases is not None:  # its lease goes with it (it lived for the task)
-                    self._leases.drop_released(*key)
+                self._forget(key, stored)
         if not dropped:
             raise StoreFull(
                 f"This server holds its limit of {self._max_tasks} tasks and none has ended;"
                 " retry once some have"
             )
         logger.info("dropped %d ended tasks: the store is at its limit", dropped)
+
+    def _forget(self, key: tuple[str, str], stored: _StoredTask) -> None:
+        owner, task_id = key
+        for dependent in self._dependents:
+            dependent.forget_task(owner, task_id, stored.context_id)
 
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
         stored = self._tasks.get((owner, task_id))

@@ -1,7 +1,8 @@
 """The in-memory task store is bounded (A2A_MEMORY_MAX_TASKS): ended tasks make room, oldest first;
 when every task is active, a new one is refused as an overload instead of growing the process.
-What lives alongside the tasks is bounded with them: conversations (as many as tasks) and the
-leases of dropped tasks."""
+What lives alongside the tasks is bounded with them: conversations (as many as tasks), and what
+the other stores keep for a task (its lease, checkpoint, push configs and cursor, context claim)
+goes when the task is dropped."""
 
 from __future__ import annotations
 
@@ -12,7 +13,7 @@ from stores.base import JournalWrite, StoreFull
 from stores.codec import dump_event
 from stores.memory import InMemoryMessageStore, InMemoryStores, InMemoryTaskStore
 from stores.memory import support as memory_support
-from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
+from stores.models import ChatMessage, PushConfig, StatusUpdate, Task, TaskState, TaskStatus
 
 
 class Clock:
@@ -99,6 +100,22 @@ async def test_conversations_are_bounded_the_ones_written_to_longest_ago_go_firs
     assert [m.content for m in await store.window("c1", owner="o", limit=10)] == ["m1"]
 
 
+async def test_a_long_conversation_keeps_what_a_turn_reads_and_no_more() -> None:
+    """A context that goes on for thousands of turns: only its last messages are ever read
+    (AGENT_HISTORY_MAX_MESSAGES), so only those (up to twice as many) are kept."""
+    store = InMemoryMessageStore(window_max=10)
+    for n in range(1000):
+        answer = [*said(f"q{n}"), ChatMessage(role="assistant", content=f"a{n}")]
+        assert await store.append("c", answer, owner="o", unit_id=f"u{n}")
+    (conversation,) = store._conversations.values()
+    assert len(conversation.messages) <= 20
+    assert len(conversation.units) <= 20
+    window = await store.window("c", owner="o", limit=10)
+    assert [m.content for m in window] == [f"{kind}{n}" for n in range(995, 1000) for kind in "qa"]
+    assert not await store.append("c", said("again"), owner="o", unit_id="u999")  # a retry
+    assert [m.content for m in await store.window("c", owner="o", limit=1)] == ["a999"]
+
+
 async def test_a_dropped_tasks_lease_goes_with_it_unless_held() -> None:
     stores = InMemoryStores.create(ttl_s=3600, max_tasks=2)
     for name in ("a", "b"):
@@ -121,6 +138,40 @@ async def test_a_dropped_tasks_lease_goes_with_it_unless_held() -> None:
         await stores.leases.acquire(f"t{n}", owner="o", holder="h", ttl_s=60)
         await stores.leases.release(f"t{n}", owner="o", holder="h")
     assert len(stores.leases._leases) <= 3
+
+
+async def test_a_dropped_task_takes_its_checkpoint_push_configs_and_cursor_with_it() -> None:
+    """Ended tasks make room; what the other stores keep for them must go too, or a replica
+    that keeps its task count flat still grows with every task it ever ran."""
+    stores = InMemoryStores.create(ttl_s=3600, max_tasks=10)
+    for n in range(500):
+        name = f"t{n}"
+        await stores.tasks.create(task(name), owner="o")
+        await stores.checkpoints.save(name, "{}", owner="o")  # a turn that never deleted it
+        await stores.pushes.put(PushConfig(id="p", task_id=name, url="https://x/h"), owner="o")
+        await stores.pushes.advance(name, 3, owner="o")
+        await finish(stores.tasks, name)
+    assert len(stores.tasks._tasks) <= 10
+    assert len(stores.tasks._ended) <= 10
+    assert len(stores.checkpoints._checkpoints) <= 10
+    assert len(stores.pushes._tasks) <= 10  # each task's configs and cursor
+    assert await stores.checkpoints.load("t0", owner="o") is None
+    assert await stores.pushes.list("t0", owner="o") == []
+    assert await stores.pushes.cursor("t0", owner="o") == 0
+    assert await stores.checkpoints.load("t499", owner="o") == "{}"  # the newest kept
+    assert [c.url for c in await stores.pushes.list("t499", owner="o")] == ["https://x/h"]
+    assert await stores.pushes.cursor("t499", owner="o") == 3
+
+
+async def test_a_held_lease_of_a_dropped_task_goes_when_its_holder_releases_it() -> None:
+    stores = InMemoryStores.create(ttl_s=3600, max_tasks=1)
+    await stores.tasks.create(task("a"), owner="o")
+    await stores.leases.acquire("a", owner="o", holder="h", ttl_s=60)
+    await finish(stores.tasks, "a")
+    await stores.tasks.create(task("b"), owner="o")  # "a" dropped, its turn still winding down
+    assert await stores.leases.is_held("a", owner="o")
+    await stores.leases.release("a", owner="o", holder="h")
+    assert ("o", "a") not in stores.leases._leases
 
 
 def test_the_in_memory_stores_bound_conversations_as_tasks() -> None:

@@ -5,9 +5,14 @@ from __future__ import annotations
 import pytest
 
 from stores.base import JournalWrite, LeaseStatus
-from stores.memory import InMemoryLeaseStore, InMemoryMessageStore, InMemoryTaskStore
+from stores.memory import (
+    InMemoryLeaseStore,
+    InMemoryMessageStore,
+    InMemoryStores,
+    InMemoryTaskStore,
+)
 from stores.memory import support as memory_support
-from stores.models import ChatMessage, StatusUpdate, Task, TaskState, TaskStatus
+from stores.models import ChatMessage, PushConfig, StatusUpdate, Task, TaskState, TaskStatus
 
 from .fake_clock import Clock
 
@@ -63,3 +68,25 @@ async def test_released_leases_are_forgotten_after_the_ttl_and_held_ones_kept(
     assert await leases.renew("running", owner="o", holder="b", ttl_s=30) == LeaseStatus.HELD
     # The released lease was forgotten: a new holder starts a fresh record (epoch 1 again).
     assert await leases.acquire("released", owner="o", holder="d", ttl_s=30) == first
+
+
+async def test_an_expired_task_takes_its_claim_lease_checkpoint_and_push_configs(
+    clock: Clock,
+) -> None:
+    """A task left waiting for input past the TTL: it goes, and so does what it held (its
+    context's claim would otherwise stay forever, and keep the conversation from ever going)."""
+    stores = InMemoryStores.create(ttl_s=3600)
+    waiting = Task(id="w", context_id="ctx", status=TaskStatus(state=TaskState.INPUT_REQUIRED))
+    assert await stores.leases.acquire("w", owner="o", holder="h", ttl_s=30)
+    assert await stores.messages.claim("ctx", "w", owner="o") is None
+    await stores.tasks.create(waiting, owner="o")
+    await stores.checkpoints.save("w", "{}", owner="o")
+    await stores.pushes.put(PushConfig(id="p", task_id="w", url="https://x/h"), owner="o")
+    await stores.leases.release("w", owner="o", holder="h")
+    clock.now += 4000
+    await stores.tasks.create(task("new"), owner="o")  # a write sweeps
+    assert await stores.tasks.get("w", owner="o") is None
+    assert await stores.messages.claim("ctx", "next", owner="o") is None  # free again
+    assert await stores.checkpoints.load("w", owner="o") is None
+    assert await stores.pushes.list("w", owner="o") == []
+    assert ("o", "w") not in stores.leases._leases
