@@ -11,6 +11,7 @@ from app.settings.fields import (
     RedisUrl,
 )
 from stores.base import DEFAULT_TASK_TTL_S
+from stores.memory.support import MAX_TASKS as MEMORY_MAX_TASKS
 
 
 class CapacitySettings(BaseSettings):
@@ -123,7 +124,7 @@ class CapacitySettings(BaseSettings):
         description="Largest request line and headers in bytes; beyond, the connection gets 400.",
     )
     a2a_memory_max_tasks: int = Field(
-        10_000,
+        MEMORY_MAX_TASKS,
         ge=1,
         description="Tasks the in-memory store keeps (with their journals, checkpoints, push"
         " configs and leases), and as many conversations (each its last AGENT_HISTORY_MAX_MESSAGES"

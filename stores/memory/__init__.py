@@ -13,6 +13,7 @@ from stores.memory.checkpoints import InMemoryCheckpointStore
 from stores.memory.leases import InMemoryLeaseStore
 from stores.memory.messages import InMemoryMessageStore
 from stores.memory.push import InMemoryPushConfigStore
+from stores.memory.support import MAX_TASKS
 from stores.memory.tasks import InMemoryTaskStore
 from stores.rate_limit import InMemoryRateLimiter, RateLimit, RateLimiter
 
@@ -38,7 +39,7 @@ class InMemoryStores:
 
     @classmethod
     def create(
-        cls, *, ttl_s: float, max_tasks: int = 10_000, window_max: int | None = None
+        cls, *, ttl_s: float, max_tasks: int = MAX_TASKS, window_max: int | None = None
     ) -> InMemoryStores:
         """`window_max`: the most messages a turn reads of its conversation (what each keeps)."""
         leases = InMemoryLeaseStore(ttl_s=ttl_s)  # the task and checkpoint stores check fences

@@ -10,7 +10,7 @@ from itertools import islice
 
 from stores.base import DEFAULT_TASK_TTL_S, MessageStore
 from stores.codec import dump_message, load_message
-from stores.memory.support import IdleSweeper, room_to_make
+from stores.memory.support import MAX_TASKS, IdleSweeper, room_to_make
 from stores.models import ChatMessage
 
 logger = logging.getLogger(__name__)
@@ -38,7 +38,7 @@ class InMemoryMessageStore(MessageStore):
         self,
         *,
         ttl_s: float = DEFAULT_TASK_TTL_S,
-        max_conversations: int = 10_000,
+        max_conversations: int = MAX_TASKS,
         window_max: int | None = None,
     ) -> None:
         self._sweeper = IdleSweeper(ttl_s)

@@ -6,6 +6,7 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 
 from stores.base import PushConfigStore
+from stores.memory.support import MAX_TASKS
 from stores.models import PushConfig
 
 
@@ -24,7 +25,7 @@ class InMemoryPushConfigStore(PushConfigStore):
     A cursor is kept with the configs, under the same bound: a delivery that moves one after its
     task was dropped cannot leave it behind for good."""
 
-    def __init__(self, *, max_tasks: int = 10_000) -> None:
+    def __init__(self, *, max_tasks: int = MAX_TASKS) -> None:
         self._tasks: OrderedDict[tuple[str, str], _TaskPushes] = OrderedDict()
         self._max_tasks = max_tasks
 

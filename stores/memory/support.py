@@ -5,6 +5,11 @@ from __future__ import annotations
 import time
 from typing import Protocol, TypeVar
 
+# What one in-memory server keeps by default (A2A_MEMORY_MAX_TASKS): enough to try the server out,
+# and a process whose memory stops growing early (bench/RESULTS.md, "memory over time"): a
+# replica that must keep more uses Redis.
+MAX_TASKS = 2_000
+
 
 class Touched(Protocol):
     touched: float

@@ -29,7 +29,7 @@ from stores.base import (
 from stores.codec import dump_event, dump_task, load_task, snapshot_event, stored_entry
 from stores.deadlines import CoarseDeadlines
 from stores.memory.leases import InMemoryLeaseStore
-from stores.memory.support import IdleSweeper, TaskDependent, room_to_make
+from stores.memory.support import MAX_TASKS, IdleSweeper, TaskDependent, room_to_make
 from stores.models import JournalEntry, Task, TaskRecord, TaskState, event_state, utc_now
 from stores.paging import decode_cursor, encode_cursor
 
@@ -99,7 +99,7 @@ class InMemoryTaskStore(TaskStore):
         *,
         ttl_s: float = DEFAULT_TASK_TTL_S,
         journal_max: int = 10_000,
-        max_tasks: int = 10_000,
+        max_tasks: int = MAX_TASKS,
         leases: InMemoryLeaseStore | None = None,
         dependents: Iterable[TaskDependent] = (),
     ) -> None:
