@@ -22,7 +22,7 @@ from agent.hooks import HookLoadError
 from agent.tools.base import ToolLoadError
 from app.a2a.card_signing import CardSigningError
 from app.extensions import ExtensionDeclarationError
-from app.grpc.server import GrpcConfigurationError
+from app.grpc import GrpcConfigurationError
 from app.http.auth import AuthConfigurationError
 from app.http.connections import raise_open_files_limit, with_limits
 from app.http.server import DrainingServer

@@ -19,7 +19,7 @@ import os
 import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
-from contextlib import asynccontextmanager
+from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass, field
 from functools import partial
 from typing import TYPE_CHECKING, Any
@@ -48,7 +48,6 @@ from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
 from app.agents import Agents, build_agents
-from app.grpc.server import GrpcServer, build_grpc_server, serving_grpc
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
@@ -61,8 +60,11 @@ from stores.base import StoreSet
 from stores.memory import InMemoryStores
 from stores.rate_limit import RateLimit, RateLimiter
 
-if TYPE_CHECKING:  # the SDK loads only when metrics are exported (app.ops.telemetry)
+if TYPE_CHECKING:  # the SDKs load only when metrics are exported, or gRPC served
     from opentelemetry.sdk.metrics import MeterProvider
+
+    from app.grpc.server import GrpcServer
+    from app.grpc.service_v0_3 import PublicCard
 
 logger = logging.getLogger(__name__)
 
@@ -146,7 +148,7 @@ class Services:
         await asyncio.gather(*(toolbox.start() for toolbox in self.agents.toolboxes()))
         try:
             # On the way out the gRPC server stops, then the supervisor's jobs; turns hand over.
-            async with self.supervisor, serving_grpc(self.grpc):
+            async with self.supervisor, self.grpc.serving() if self.grpc else nullcontext():
                 try:
                     yield
                 finally:
@@ -274,7 +276,7 @@ def build_services(
         drain=drain,
         handler=handler,
         operations=operations,
-        grpc=build_grpc_server(
+        grpc=grpc_server(
             settings,
             operations,
             edge,
@@ -291,6 +293,16 @@ def build_services(
             ),
         ),
     )
+
+
+def grpc_server(settings: Settings, *args: Any, card: PublicCard) -> GrpcServer | None:
+    """The gRPC server A2A_GRPC_PORT asks for (app.grpc.server.build_grpc_server), or None:
+    grpc and the SDK's messages are imported only by a server that serves them."""
+    if settings.a2a_grpc_port is None:
+        return None
+    from app.grpc.server import build_grpc_server
+
+    return build_grpc_server(settings, *args, card=card)
 
 
 def log_startup(settings: Settings, authenticator: Authenticator) -> None:

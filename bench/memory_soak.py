@@ -1,7 +1,7 @@
 """Issue 44: a replica's memory over tens of thousands of tasks, in memory and on Redis.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/memory_soak.py [--tasks 20000]
-        [--clients 8] [--stores memory redis] [--model demo|scripted] [--max-tasks 2000]
+        [--clients 8] [--stores memory redis] [--model demo|scripted] [--max-tasks N]
 
 Starts a real `a2a-server` (as a user does: its defaults, INFO logs, the offline demo model or
 the scripted one, so no network) once with the in-memory stores (`A2A_MEMORY_MAX_TASKS` bounding
@@ -289,7 +289,9 @@ def main() -> None:
     parser.add_argument("--clients", type=int, default=12)
     parser.add_argument("--stores", nargs="+", default=["memory", "redis"])
     parser.add_argument("--model", choices=["demo", "scripted"], default="scripted")
-    parser.add_argument("--max-tasks", type=int, default=2000, help="A2A_MEMORY_MAX_TASKS")
+    parser.add_argument(
+        "--max-tasks", type=int, default=None, help="A2A_MEMORY_MAX_TASKS (unset: the default)"
+    )
     parser.add_argument("--redis-url", default="redis://127.0.0.1:6379/0")
     parser.add_argument("--settle", type=float, default=2.0)
     parser.add_argument("--limit", type=float, default=1.25)
@@ -313,7 +315,8 @@ def main() -> None:
             env |= {"PYTHONPATH": f"{ROOT / 'bench' / 'soak_tracemalloc'}:{ROOT}",
                     "SOAK_TRACEMALLOC_DIR": str(folder)}  # fmt: skip
         if store == "memory":
-            env["A2A_MEMORY_MAX_TASKS"] = str(args.max_tasks)
+            if args.max_tasks is not None:
+                env["A2A_MEMORY_MAX_TASKS"] = str(args.max_tasks)
             results[store] = asyncio.run(soak_one(store, env, args))
         else:
             prefix = f"soak-{uuid.uuid4().hex[:8]}"
@@ -343,7 +346,8 @@ def print_growth(folder: Path, top: int = 15) -> None:
 def print_table(results: dict[str, list[tuple[int, int, float]]], args: argparse.Namespace) -> None:
     stores = list(results)
     print(
-        f"\nmodel {args.model}, {args.clients} clients, A2A_MEMORY_MAX_TASKS={args.max_tasks},"
+        f"\nmodel {args.model}, {args.clients} clients,"
+        f" A2A_MEMORY_MAX_TASKS={args.max_tasks or 'default'},"
         f" continued {args.continue_share:.0%} (up to {args.context_turns} turns a context)\n"
     )
     print("| tasks | " + " | ".join(f"{s} RSS MiB | {s} tasks/s" for s in stores) + " |")

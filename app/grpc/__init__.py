@@ -8,3 +8,11 @@ The messages are the official a2a-sdk's generated code (`a2a.types.a2a_pb2`,
 `a2a.compat.v0_3.a2a_v0_3_pb2`); the operations, limits, errors and journal are the HTTP
 bindings' own, so a task is one task whichever binding made or reads it.
 """
+
+# Importing the binding loads grpc and the SDK's generated messages (a quarter of a second and
+# tens of MiB): app.services imports it only when A2A_GRPC_PORT is set; this package's own
+# names stay light.
+
+
+class GrpcConfigurationError(ValueError):
+    """The gRPC settings cannot be served (a TLS file missing, a certificate without its key)."""

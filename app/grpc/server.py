@@ -25,6 +25,7 @@ from grpc_reflection.v1alpha import reflection
 
 from agent.runtime.drain import Drain
 from app.a2a.operations import Operations
+from app.grpc import GrpcConfigurationError
 from app.grpc.calls import GrpcCalls
 from app.grpc.service_v0_3 import SERVICE_V03, PublicCard, service_v0_3
 from app.grpc.service_v1 import SERVICE, service_v1
@@ -39,10 +40,6 @@ STOP_GRACE_SHARE = 0.1
 """The share of A2A_SHUTDOWN_GRACE_S the calls still open when the lifespan ends get (uvicorn's
 connections had three quarters; the hand-over of turns needs the rest): by then the drain has
 ended every stream and blocking send, each answered or ended at an event boundary."""
-
-
-class GrpcConfigurationError(ValueError):
-    """The gRPC settings cannot be served (a TLS file missing, a certificate without its key)."""
 
 
 def _tls_credentials(settings: Settings) -> grpc.ServerCredentials | None:
@@ -186,13 +183,3 @@ def build_grpc_server(
         service_names=[SERVICE.full_name, SERVICE_V03.full_name],
         drain=drain,
     )
-
-
-@asynccontextmanager
-async def serving_grpc(server: GrpcServer | None) -> AsyncIterator[None]:
-    """`server.serving()`, or nothing when there is no gRPC server."""
-    if server is None:
-        yield
-        return
-    async with server.serving():
-        yield

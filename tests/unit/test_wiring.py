@@ -3,6 +3,9 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
+import sys
 from pathlib import Path
 from typing import Any
 
@@ -106,3 +109,20 @@ async def test_the_served_openapi_document_is_the_one_in_the_repository() -> Non
     committed = json.loads((ROOT / "openapi" / "openapi.json").read_text())
     assert served.json() == committed
     assert {"/", "/message:send", "/tasks"} <= set(served.json()["paths"])
+
+
+def test_a_server_without_a_grpc_port_does_not_load_grpc() -> None:
+    """grpc and the SDK's generated messages cost a quarter of a second and tens of MiB at
+    start: only a server that serves gRPC (A2A_GRPC_PORT) imports them."""
+    probe = (
+        "import sys; from app.main import create_app; from app.settings import Settings;"
+        " create_app(Settings());"
+        " print(sorted({m.split('.')[0] for m in sys.modules} & {'grpc', 'a2a', 'grpc_health'}))"
+    )
+    env = {**os.environ, "LITELLM_LOCAL_MODEL_COST_MAP": "True", "A2A_GRPC_PORT": ""}
+    root = Path(__file__).resolve().parents[2]
+    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(root), env.get("PYTHONPATH")]))
+    out = subprocess.run(
+        [sys.executable, "-c", probe], env=env, capture_output=True, text=True, check=True
+    )
+    assert out.stdout.strip() == "[]", out.stdout + out.stderr
