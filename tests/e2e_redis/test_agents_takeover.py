@@ -40,7 +40,8 @@ def test_a_turn_of_the_second_agent_is_taken_over_with_its_prompt(
     (victim,) = cluster.spawn(1)
     fake_llm.script(
         text("lost with its replica", delay=30.0, when_user_contains=marker, times=1),
-        text("Taken over.", when_user_contains=marker),
+        # Every later call (a loaded machine may hand the turn over twice) answers the same.
+        text("Taken over.", when_user_contains=marker, times=None),
     )
     params = send_params(f"take me over {marker}", configuration={"returnImmediately": True})
     body = {"jsonrpc": "2.0", "id": 1, "method": "SendMessage", "params": params}
@@ -65,8 +66,8 @@ def test_a_turn_of_the_second_agent_is_taken_over_with_its_prompt(
     wait_until(completed, TAKEOVER_BUDGET_S + 10, "the turn to be taken over and complete")
     assert artifact_text(get(b.url, f"/{AGENT}/tasks/{task_id}").json()) == "Taken over."
     calls = fake_llm.requests_for(marker)
-    assert len(calls) == 2, calls
-    for call in calls:  # the victim's call, then the one of the replica that took over
+    assert len(calls) >= 2, calls
+    for call in calls:  # the victim's call, then those of the replicas that took over
         system = " ".join(m["content"] for m in call["messages"] if m["role"] == "system")
         assert "PROMPT-RESEARCH" in system and "PROMPT-TRIAGE" not in system, system
         assert "add" in {tool["function"]["name"] for tool in call.get("tools") or []}

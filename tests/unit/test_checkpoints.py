@@ -70,7 +70,11 @@ async def recover_elsewhere(
         await resume_turn(
             runner, await stores.snapshot(task_id), checkpoint, owner=OWNER, recovered=True
         )
-        return await stores.journal_until_end(task_id, after=after)
+        entries = await stores.journal_until_end(task_id, after=after)
+        # The turn tidies (claim, checkpoint, lease) after its last event: let it, before the
+        # shutdown hands over whatever still runs.
+        await runner.until_local_turn_ends(task_id, owner=OWNER)
+        return entries
     finally:
         await runner.shutdown()
 
