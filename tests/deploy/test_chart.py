@@ -326,3 +326,98 @@ def test_public_url_and_ingress_reach_the_card_and_the_host_allow_list() -> None
     assert rule["host"] == "agent.example.com"
     backend = rule["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "demo-a2a-agent-server", "port": {"name": "http"}}
+
+
+TWO_AGENTS = [
+    {
+        "name": "triage",
+        "description": "Sorts requests and hands them on.",
+        "system_prompt": "You sort requests: research or writing?",
+        "model": "openai/gpt-4o-mini",
+        "api_key": "${OPENAI_API_KEY}",
+        "tools": ["my_tools:add", "my_tools:search"],
+        "max_iterations": 4,
+        "skills": [
+            {
+                "id": "triage",
+                "name": "Triage",
+                "description": "Sorts a request",
+                "tags": ["routing"],
+                "examples": ["Where does this go?"],
+            }
+        ],
+    },
+    {"name": "writer", "description": "Writes the answer: short, clear."},
+]
+AGENTS_DIR = "/etc/a2a-agent-server"
+
+
+def test_without_agents_the_pod_has_no_agents_file() -> None:
+    docs = render()
+    assert "ConfigMap/demo-a2a-agent-server-agents" not in docs
+    assert "AGENTS_FILE" not in config_of(docs)
+    container = server_container(docs)
+    assert [mount["mountPath"] for mount in container["volumeMounts"]] == ["/tmp"]
+    pod = docs["Deployment/demo-a2a-agent-server"]["spec"]["template"]
+    assert "checksum/agents" not in pod["metadata"]["annotations"]
+
+
+def test_agents_become_the_file_the_pod_reads_as_agents_file() -> None:
+    docs = render(agents=TWO_AGENTS, secretEnv={"OPENAI_API_KEY": "sk-secret"})
+    data = docs["ConfigMap/demo-a2a-agent-server-agents"]["data"]
+    assert list(data) == ["agents.yaml"]
+    assert yaml.safe_load(data["agents.yaml"]) == {"agents": TWO_AGENTS}
+    assert "sk-secret" not in data["agents.yaml"]  # the key stays in the Secret, by reference
+    # The server's environment names the file where the ConfigMap is mounted (read-only) ...
+    assert config_of(docs)["AGENTS_FILE"] == f"{AGENTS_DIR}/agents.yaml"
+    container = server_container(docs)
+    assert {"name": "agents", "mountPath": AGENTS_DIR, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    pod = docs["Deployment/demo-a2a-agent-server"]["spec"]["template"]
+    assert {"name": "agents", "configMap": {"name": "demo-a2a-agent-server-agents"}} in pod[
+        "spec"
+    ]["volumes"]
+    # ... and the referenced key reaches it from the Secret.
+    assert docs["Secret/demo-a2a-agent-server"]["stringData"] == {"OPENAI_API_KEY": "sk-secret"}
+    assert_lint_clean(agents=TWO_AGENTS)
+
+
+def test_a_change_of_agents_rolls_the_pods() -> None:
+    def checksums(agents: list[dict[str, Any]]) -> dict[str, str]:
+        pod = render(agents=agents)["Deployment/demo-a2a-agent-server"]["spec"]["template"]
+        return pod["metadata"]["annotations"]
+
+    before = checksums(TWO_AGENTS)
+    edited = [TWO_AGENTS[0], {**TWO_AGENTS[1], "system_prompt": "Be brief."}]
+    after = checksums(edited)
+    assert before["checksum/agents"] != after["checksum/agents"]
+    assert before["checksum/config"] == after["checksum/config"]
+    assert checksums(TWO_AGENTS) == before  # the same agents: no rollout
+
+
+@pytest.mark.parametrize(
+    "agents",
+    [
+        [{"description": "no name"}],
+        [{"name": "Research Agent"}],  # not URL-safe
+        [{"name": "a", "api_key": "sk-inline-secret"}],  # secrets by reference only
+        [{"name": "a", "System_Prompt": "x"}],  # keys are lower-case setting names
+        [{"name": "a", "skills": [{"id": "s"}]}],  # a skill needs a name and a description
+        {"name": "a"},  # a list, as in the file
+    ],
+)
+def test_the_schema_refuses_malformed_agents(agents: Any) -> None:
+    with pytest.raises(Exception, match="schema"):
+        render(agents=agents)
+
+
+def test_duplicate_agent_names_and_two_agents_files_are_refused() -> None:
+    with pytest.raises(Exception, match='the name "writer" is given twice'):
+        render(agents=[*TWO_AGENTS, {"name": "writer"}])
+    with pytest.raises(Exception, match="not both"):
+        render(agents=TWO_AGENTS, config={"AGENTS_FILE": "/mine/agents.yaml"})
+    # A file of one's own, mounted some other way, passes through as any setting.
+    docs = render(config={"AGENTS_FILE": "/mine/agents.yaml"})
+    assert config_of(docs)["AGENTS_FILE"] == "/mine/agents.yaml"
+    assert "ConfigMap/demo-a2a-agent-server-agents" not in docs
