@@ -89,6 +89,20 @@ def test_card_and_send_stream_the_answer(server, fake_llm, marker):
     assert "· calling add" in done.stderr and "· add finished" in done.stderr
 
 
+def test_agents_of_a_server_of_one_agent_is_its_card(server):
+    """A server without an agent list (no AGENTS_FILE: /agents is 404) is one agent: its card's."""
+    card = json.loads(a2a("card", server.url, "--json").stdout)
+    card_url = f"{server.url}/.well-known/agent-card.json"
+    listed = a2a("agents", server.url)
+    assert listed.returncode == 0, listed.stderr
+    assert listed.stdout == f"{card['name']}  {card_url}  {card['description']}\n"
+    assert listed.stderr == f"{server.url} serves one agent (it has no /agents list)\n"
+    as_json = a2a("agents", server.url, "--json")
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
+        {"name": card["name"], "description": card["description"], "url": card_url}
+    ]
+
+
 def test_json_prints_one_event_per_line(server, fake_llm, marker):
     fake_llm.script(text(["a", "b", "c"], when_user_contains=marker))
     done = a2a("send", server.url, f"json {marker}", "--json")
@@ -204,6 +218,8 @@ def test_the_official_sdks_server_as_a_foreign_agent(generation):
         assert f"· {generation} is on it" in done.stderr
         asked = a2a("send", card_url, "weather in a city")
         assert asked.returncode == 3 and "? Which city?" in asked.stderr, asked.stderr
+        (agent,) = map(json.loads, a2a("agents", card_url, "--json").stdout.splitlines())
+        assert agent["url"] == card_url and agent["name"]
     finally:
         process.kill()
         process.wait()
