@@ -2,9 +2,11 @@
 // questions and approvals inline, cancel, resume after a reload, raw events, export, credentials.
 // It is an A2A client like any other: what it shows comes from the task's events (the tool
 // rows from `metadata.toolCall` of working status updates, usage from the final one's
-// `metadata.usage`; docs/console.md).
+// `metadata.usage`; docs/console.md). On a server that hosts several agents (`GET /agents`), a
+// picker chooses one: every request goes to `/{name}/`, so the sidebar (ListTasks) is that
+// agent's, and a turn left streaming is followed again when its agent is picked back.
 
-import { A2AError, Agent, AuthRequired } from "./a2a.js";
+import { A2AError, Agent, AuthRequired, listAgents } from "./a2a.js";
 import { renderMarkdown } from "./markdown.js";
 
 const $ = (id) => document.getElementById(id);
@@ -18,7 +20,7 @@ const STREAM_ENDS = [...TERMINAL, "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_
 const FOLLOW_AGAIN = 5; // attempts, 0.5 s apart and more
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const state = { contextId: null, taskId: null, waiting: null, running: null, card: null };
+const state = { contextId: null, taskId: null, waiting: null, running: null, card: null, agentName: null };
 
 const agent = new Agent({ credentials: credentialHeaders, log: logRaw });
 
@@ -26,6 +28,11 @@ function credentialHeaders() {
   const saved = JSON.parse(sessionStorage.getItem(AUTH_KEY) || "null");
   if (!saved?.secret) return {};
   return saved.kind === "bearer" ? { Authorization: `Bearer ${saved.secret}` } : { "X-API-Key": saved.secret };
+}
+
+// The turn to follow again after a reload, kept per agent (a task is found only at its agent's path).
+function runningKey() {
+  return state.agentName ? `${RUNNING_KEY}:${state.agentName}` : RUNNING_KEY;
 }
 
 // --- raw mode --------------------------------------------------------------------------------
@@ -296,6 +303,7 @@ async function send(text, { taskId = null, parts = null } = {}) {
 
 async function runStream(view, method, params, lastEventId) {
   const controller = new AbortController();
+  const savedAs = runningKey(); // the agent picked when the turn started, even if another is now
   state.running = { view, controller };
   $("cancel").hidden = false;
   let last = lastEventId;
@@ -311,7 +319,7 @@ async function runStream(view, method, params, lastEventId) {
           if (view.contextId) state.contextId = view.contextId;
           if (view.taskId) state.taskId = view.taskId;
           if (id) last = id;
-          sessionStorage.setItem(RUNNING_KEY, JSON.stringify({
+          sessionStorage.setItem(savedAs, JSON.stringify({
             taskId: view.taskId, contextId: view.contextId, lastEventId: last, texts: [...view.texts],
           }));
         },
@@ -341,12 +349,12 @@ async function runStream(view, method, params, lastEventId) {
   state.running = null;
   $("cancel").hidden = true;
   $("export").hidden = !state.taskId;
-  if (completed) sessionStorage.removeItem(RUNNING_KEY);
+  if (completed) sessionStorage.removeItem(savedAs);
   await guarded(refreshConversations);
 }
 
 async function resumeAfterReload() {
-  const saved = JSON.parse(sessionStorage.getItem(RUNNING_KEY) || "null");
+  const saved = JSON.parse(sessionStorage.getItem(runningKey()) || "null");
   if (!saved?.taskId) return false;
   state.contextId = saved.contextId;
   await openConversation(saved.contextId, { skipTask: saved.taskId });
@@ -368,7 +376,9 @@ async function filePart(file) {
 // --- conversations ---------------------------------------------------------------------------
 
 async function refreshConversations() {
+  const base = agent.base;
   const result = await agent.call("ListTasks", { pageSize: 100, historyLength: 10 });
+  if (agent.base !== base) return; // another agent was picked meanwhile: its list is shown
   const seen = new Map();
   for (const task of result.tasks || []) {
     const first = (task.history || []).find((message) => message.role === "ROLE_USER");
@@ -391,9 +401,11 @@ async function openConversation(contextId, { skipTask = null } = {}) {
   state.contextId = contextId;
   state.waiting = null;
   $("messages").replaceChildren();
+  const base = agent.base;
   const result = await agent.call("ListTasks", {
     contextId, pageSize: 100, historyLength: 100, includeArtifacts: true,
   });
+  if (agent.base !== base) return;
   const tasks = (result.tasks || []).slice().reverse();
   for (const task of tasks) {
     for (const message of task.history || []) {
@@ -419,7 +431,42 @@ async function exportTask() {
 // --- wiring ----------------------------------------------------------------------------------
 
 async function start() {
+  const agents = await listAgents({ credentials: credentialHeaders, log: logRaw });
+  const picker = $("agent-picker");
+  picker.replaceChildren();
+  for (const { name, description } of agents || []) {
+    const option = document.createElement("option");
+    option.value = name;
+    option.textContent = name;
+    option.title = description || "";
+    picker.append(option);
+  }
+  picker.hidden = !agents || agents.length < 2; // one agent: nothing to pick
+  const wanted = new URLSearchParams(location.search).get("agent");
+  const named = agents?.find((entry) => entry.name === wanted);
+  await openAgent((named || agents?.[0])?.name ?? null);
+  if (wanted && agents && !named) notice(`This server has no agent named "${wanted}".`);
+}
+
+// Show one agent: its card, its conversations, its turn left running. null: the server's one agent.
+async function openAgent(name) {
+  if (state.running) { // the turn goes on at the agent; picking it back follows it again
+    state.running.controller.abort();
+    state.running = null;
+    $("cancel").hidden = true;
+  }
+  Object.assign(state, { agentName: name, contextId: null, taskId: null, waiting: null });
+  agent.base = name ? `/${encodeURIComponent(name)}/` : "/";
+  $("messages").replaceChildren();
+  $("conversations").replaceChildren();
+  $("export").hidden = true;
+  if (name) {
+    $("agent-picker").value = name;
+    if (!$("agent-picker").hidden) history.replaceState(null, "", `?agent=${encodeURIComponent(name)}`);
+  }
+  $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
   const card = await agent.card();
+  if (state.agentName !== name) return; // another agent was picked while its card came
   state.card = card;
   $("agent-name").textContent = card.name;
   $("agent-description").textContent = card.description || "";
@@ -464,6 +511,7 @@ $("new-conversation").addEventListener("click", () => {
   for (const item of $("conversations").children) item.classList.remove("current");
 });
 $("export").addEventListener("click", () => guarded(exportTask));
+$("agent-picker").addEventListener("change", (event) => guarded(() => openAgent(event.target.value)));
 $("raw-toggle").addEventListener("change", (event) => {
   $("raw").hidden = !event.target.checked;
 });

@@ -79,6 +79,15 @@ def test_the_page_is_served_offline_under_a_strict_policy(server):
     assert httpx.get(server.url + "/console/../app/main.py", timeout=10).status_code == 404
 
 
+def test_a_server_of_one_agent_offers_no_agent_to_pick(page, server):
+    """Without an agents file, /agents is 404: no picker, and the console talks to `/`."""
+    assert httpx.get(server.url + "/agents", timeout=10).status_code == 404
+    assert page.is_hidden("#agent-picker")
+    card = httpx.get(server.url + "/.well-known/agent-card.json", timeout=10).json()
+    assert page.inner_text("#agent-name") == card["name"]
+    assert "?agent=" not in page.url
+
+
 def test_a_streamed_answer_shows_before_the_turn_ends(page, fake_llm, marker):
     pieces = [f"part{n} " for n in range(6)]
     fake_llm.script(text(pieces, chunk_delay=0.4, when_user_contains=marker))
