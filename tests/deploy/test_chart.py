@@ -380,6 +380,10 @@ def test_agents_become_the_file_the_pod_reads_as_agents_file() -> None:
     ]["volumes"]
     # ... and the referenced key reaches it from the Secret.
     assert docs["Secret/demo-a2a-agent-server"]["stringData"] == {"OPENAI_API_KEY": "sk-secret"}
+    said = notes(agents=TWO_AGENTS)
+    assert "/triage/  Sorts requests and hands them on." in said
+    assert "/writer/  Writes the answer: short, clear." in said
+    assert "/triage/" not in notes()
     assert_lint_clean(agents=TWO_AGENTS)
 
 
