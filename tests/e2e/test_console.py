@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.console_routes import FILES
 from tests.e2e.harness import ROOT, ServerProcess
 from tests.fakes.fake_llm import text, tool_calls
 
@@ -72,7 +73,8 @@ def test_the_page_is_served_offline_under_a_strict_policy(server):
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "default-src 'none'" in policy
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-    for name in ("index.html", "console.js", "a2a.js", "markdown.js", "console.css"):
+    assert {path.name for path in STATIC.iterdir()} == set(FILES)  # every file is served
+    for name in FILES:
         source = (STATIC / name).read_text()
         assert "//cdn" not in source and "https://" not in source.replace("https?:", ""), name
         assert httpx.get(f"{server.url}/console/{name}", timeout=10).status_code == 200
