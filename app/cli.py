@@ -28,6 +28,7 @@ from app.http.server import DrainingServer
 from app.main import create_app
 from app.ops.logs import configure_logging
 from app.settings import Settings
+from app.settings.agents_file import AgentsFileError
 
 logger = logging.getLogger(__name__)
 
@@ -124,6 +125,9 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     except CardSigningError as exc:
         print(f"a2a-server: {exc}", file=sys.stderr)
+        return 2
+    except AgentsFileError as exc:  # names the file, the agent and the key
+        print(f"a2a-server: invalid agents file: {exc}", file=sys.stderr)
         return 2
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
     return serve(app, settings)

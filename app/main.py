@@ -4,7 +4,8 @@ guard (Host, Origin, CORS, body size)            app.http.guard
   -> POST /              JSON-RPC, 1.0 and 0.3    app.a2a.jsonrpc   (served directly)
   -> /message:send, ...  HTTP+JSON 1.0             app.a2a.rest
   -> /v1/...             HTTP+JSON 0.3             app.a2a.v0_3.rest
-  -> the cards, /healthz, /readyz, /metrics, the console
+  -> the cards, /agents, /healthz, /readyz, /metrics, the console
+  -> AGENTS_FILE: POST /{name}/ (JSON-RPC) and /{name}/.well-known/agent-card.json per agent
   -> /{tenant}/message:send, ...  HTTP+JSON 1.0 within a tenant (last: it shadows nothing)
 """
 
@@ -17,12 +18,13 @@ from typing import Any
 
 from fastapi import FastAPI
 from starlette.exceptions import HTTPException
+from starlette.requests import Request
 from starlette.responses import JSONResponse
 
 from agent.hooks import Hooks
 from agent.llm.base import LLMClient
 from agent.tools.base import ToolProvider
-from app.a2a.card import AgentCardEndpoint, package_version
+from app.a2a.card import AgentCardEndpoint, card_base_url, package_version
 from app.a2a.card_signing import JWKS_PATH
 from app.a2a.jsonrpc import JsonRpcBinding
 from app.a2a.openapi import build_openapi
@@ -92,9 +94,25 @@ def _mount(app: ServerApp, services: Services) -> None:
         services.metrics,
     )
     signer = services.card_signer
-    card = AgentCardEndpoint(settings, services.toolbox, signer=signer, extensions=edge.extensions)
-    for path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
-        app.add_api_route(path, card, methods=["GET"], include_in_schema=False)
+    agents = services.agents
+    # The root's card is the first agent's, at the root; each agent's also under its path.
+    for hosted, path in [
+        (agents.first, ""),
+        *((agent, agent.path) for agent in agents.all if agent.name),
+    ]:
+        card = AgentCardEndpoint(
+            hosted.settings,
+            hosted.toolbox,
+            signer=signer,
+            extensions=edge.extensions,
+            path=path,
+            skills=hosted.skills,
+        )
+        for card_path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
+            app.add_api_route(path + card_path, card, methods=["GET"], include_in_schema=False)
+    app.add_api_route(
+        "/agents", partial(_agents, services), methods=["GET"], include_in_schema=False
+    )
     if signer is not None:  # the keys that verify the cards' signatures (their `jku`)
         app.add_api_route(JWKS_PATH, signer.jwks_endpoint, methods=["GET"], include_in_schema=False)
     depth = settings.a2a_max_json_depth
@@ -102,6 +120,9 @@ def _mount(app: ServerApp, services: Services) -> None:
     # Served from the guard alone, without FastAPI's middleware and routing (see app.http.asgi):
     # every JSON-RPC call, and each of the thousands of streams a replica may hold open.
     app.add_direct_route("/", "POST", jsonrpc.__call__)
+    for name in agents.names:  # within the agent's tenant, whatever the request's params say
+        for path in (f"/{name}/", f"/{name}"):
+            app.add_direct_route(path, "POST", partial(jsonrpc.__call__, tenant=name))
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())
     app.router.routes.extend(
@@ -134,6 +155,23 @@ def _mount(app: ServerApp, services: Services) -> None:
             return JSONResponse({"status": "starting", "model": "loading"}, 503)
         # A tool source that is down does not make the replica unready (every replica shares the
         # source: taking them all out would not help); it is named here.
-        statuses = services.toolbox.statuses()
-        down = {name: why for name, why in statuses.items() if why is not None}
+        down = services.agents.sources_down()  # by agent with AGENTS_FILE
         return JSONResponse({"status": "ready", **({"toolSourcesDown": down} if down else {})})
+
+
+async def _agents(services: Services, request: Request) -> JSONResponse:
+    """`GET /agents`: the agents served, each with its card's absolute URL (for people, the
+    console and the CLI); without AGENTS_FILE the one agent, at the root."""
+    base = card_base_url(services.settings, request)
+    return JSONResponse(
+        {
+            "agents": [
+                {
+                    "name": agent.name or agent.settings.agent_name,
+                    "description": agent.settings.agent_description,
+                    "url": f"{base}{agent.path}/.well-known/agent-card.json",
+                }
+                for agent in services.agents.all
+            ]
+        }
+    )

@@ -1,8 +1,9 @@
 """The object graph of one server, built from Settings in one place, and its lifespan.
 
     Settings --build_services--> Services
-        stores (memory | Redis), toolbox (functions, MCP, remote agents), model client, hooks
-        engine: AgentLoop, Agent
+        stores (memory | Redis)
+        agents (app.agents): each its toolbox (functions, MCP, remote agents), model client,
+            hooks, AgentLoop and Agent: one from the environment, or AGENTS_FILE's
         runtime: TaskRunner, TurnSupervisor, JournalFollower, TaskLifecycle, push delivery, Drain
         wire: RequestHandler, Operations (what the bindings call), Edge (who may call)
 
@@ -24,11 +25,9 @@ from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
-from agent.agent import Agent
-from agent.hooks import ApprovalRequired, HookChain, Hooks, load_hooks
+from agent.hooks import Hooks
 from agent.llm.base import LLMClient
 from agent.llm.scripted import SCRIPTED_MODEL_NAME
-from agent.loop import AgentLoop
 from agent.runtime.admission import Slots
 from agent.runtime.drain import Drain
 from agent.runtime.journal import JournalFollower
@@ -36,15 +35,14 @@ from agent.runtime.push import PushDelivery
 from agent.runtime.runner import TaskRunner
 from agent.runtime.supervisor import TurnSupervisor
 from agent.runtime.tasks import TaskLifecycle
-from agent.tck_profile import TCK_PROFILE, TckHooks
+from agent.tck_profile import TCK_PROFILE
 from agent.tools.base import ToolProvider
 from agent.tools.control import ASK_USER, FINISH
-from agent.tools.toolbox import Toolbox
-from app.a2a.card import card_base_url, declared_extensions, package_version, signed_extended_card
+from app.a2a.card import card_base_url, declared_extensions, package_version
 from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
-from app.engine import build_llm, build_toolbox
+from app.agents import Agents, build_agents
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
@@ -113,8 +111,7 @@ class Services:
     settings: Settings
     authenticator: Authenticator
     card_signer: CardSigner | None
-    toolbox: Toolbox
-    llm: LLMClient
+    agents: Agents
     stores: StoreSet
     edge: Edge
     metrics: Metrics
@@ -134,8 +131,10 @@ class Services:
         out new work is refused, running turns are handed over and every client is closed."""
         log_startup(self.settings, self.authenticator)
         tracer_provider = start_tracing(self.settings, version=package_version())
-        warm_up = asyncio.create_task(_warm_up(self.llm, self.model_ready))
-        await self.toolbox.start()  # tool sources connect; one that cannot is logged, not fatal
+        llms = list({id(agent.llm): agent.llm for agent in self.agents.all}.values())
+        warm_up = asyncio.create_task(_warm_up(llms, self.model_ready))
+        # Tool sources connect (each agent's own); one that cannot is logged, not fatal.
+        await asyncio.gather(*(toolbox.start() for toolbox in self.agents.toolboxes()))
         try:
             async with self.supervisor:  # on the way out: its jobs stop, turns hand over
                 try:
@@ -144,7 +143,8 @@ class Services:
                     self.drain.start()  # already started by a signal, unless something else
                     warm_up.cancel()
         finally:
-            await self.toolbox.aclose()
+            for toolbox in self.agents.toolboxes():
+                await toolbox.aclose()
             await self.push.aclose()
             await self.stores.aclose()
             await self.edge.aclose()
@@ -164,41 +164,34 @@ def build_services(
     `create_app`). Refuses unsafe authentication settings (AuthConfigurationError)."""
     authenticator = build_authenticator(settings)
     card_signer = build_card_signer(settings)  # refuses a key it cannot use (CardSigningError)
-    toolbox = build_toolbox(settings, tools=tools or [], providers=tool_providers or [])
-    if settings.agent_profile == TCK_PROFILE:
-        hooks = [TckHooks(), *(hooks or [])]
-    meter_provider = start_metrics(settings, version=package_version())
-    metrics = Metrics(
-        tools=[tool.name for tool in toolbox.tools] + [ASK_USER, FINISH],
-        meter=meter_provider.get_meter("a2a-agent-server") if meter_provider else None,
-    )
     stores = build_stores(settings)
     tasks, messages = stores.tasks, stores.messages
-    registered_hooks = load_hooks(settings.agent_hooks) + list(hooks or [])
-    if settings.agent_tools_requiring_approval:
-        registered_hooks.append(ApprovalRequired(settings.agent_tools_requiring_approval))
+    agents = build_agents(
+        settings,
+        messages=messages,
+        tools=tools or [],
+        hooks=hooks or [],
+        llm=llm,
+        tool_providers=tool_providers or [],
+    )
+    meter_provider = start_metrics(settings, version=package_version())
+    metrics = Metrics(
+        tools=[*agents.tool_names(), ASK_USER, FINISH],
+        meter=meter_provider.get_meter("a2a-agent-server") if meter_provider else None,
+    )
+    # With AGENTS_FILE the agents are the tenants, and a request naming none is the first's.
+    tenants = (
+        Tenants(agents.names, root=agents.first.name)
+        if agents.names
+        else Tenants(settings.a2a_tenants, card_tenant=settings.a2a_tenant)
+    )
     edge = Edge(
         authenticator,
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
-        tenants=Tenants(settings.a2a_tenants, card_tenant=settings.a2a_tenant),
-        extensions=declared_extensions(settings, [*registered_hooks, *toolbox.providers]),
+        tenants=tenants,
+        extensions=declared_extensions(settings, agents.sources()),
     )
-    hook_chain = HookChain(registered_hooks, failure_mode=settings.agent_hook_failure_mode)
-    llm_client = llm or build_llm(settings)
-    loop = AgentLoop(
-        llm_client,
-        toolbox,
-        system_prompt=settings.agent_system_prompt,
-        max_iterations=settings.agent_max_iterations,
-        hooks=hook_chain,
-        tool_failure_mode=settings.agent_tool_failure_mode,
-        max_consecutive_tool_errors=settings.agent_max_consecutive_tool_errors,
-        ask_user_tool=settings.agent_ask_user_tool,
-        finish_tool=settings.agent_finish_tool,
-        max_messages=settings.agent_history_max_messages,
-    )
-    agent = Agent(loop, messages, history_max_messages=settings.agent_history_max_messages)
     # Per-principal shares need principals: without authentication every caller is the one
     # anonymous owner, and the replica-wide limits are the ones that apply.
     per_principal = authenticator.required
@@ -206,7 +199,7 @@ def build_services(
     push = build_push_delivery(settings, tasks=tasks, pushes=stores.pushes)
     follower = push if pushes is not None else None  # delivery follows each turn and cancel
     runner = TaskRunner(
-        agent,
+        agents.agent_of,
         tasks=tasks,
         messages=messages,
         checkpoints=stores.checkpoints,
@@ -244,14 +237,12 @@ def build_services(
             per_key=settings.a2a_max_streams_per_principal if per_principal else None,
         ),
         drain=drain,
-        reply_directly=hook_chain.reply_directly,
+        reply_directly=agents.reply_directly,
     )
     operations = Operations(
         handler,
         limits=RequestLimits.from_settings(settings),
-        extended_card=partial(
-            signed_extended_card, settings, toolbox, card_signer, edge.extensions
-        ),
+        extended_card=partial(agents.extended_card, card_signer, edge.extensions),
         pushes=pushes,
         push_policy=push_policy(settings),
         on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
@@ -260,8 +251,7 @@ def build_services(
         settings=settings,
         authenticator=authenticator,
         card_signer=card_signer,
-        toolbox=toolbox,
-        llm=llm_client,
+        agents=agents,
         stores=stores,
         edge=edge,
         metrics=metrics,
@@ -310,10 +300,11 @@ def log_startup(settings: Settings, authenticator: Authenticator) -> None:
     logger.info("%s | task stores", describe_stores(settings))
 
 
-async def _warm_up(llm: LLMClient, ready: asyncio.Event) -> None:
-    """Load the model adapter (LiteLLM's slow import) off the request path."""
+async def _warm_up(llms: list[LLMClient], ready: asyncio.Event) -> None:
+    """Load the model adapters (LiteLLM's slow import) off the request path."""
     try:
-        await llm.warm_up()
+        for llm in llms:
+            await llm.warm_up()
     except Exception:
         logger.exception("model adapter failed to load")
         return

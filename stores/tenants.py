@@ -36,6 +36,7 @@ ROUTE_NAMES = frozenset(
         "metrics",
         "console",
         "openapi.json",
+        "agents",
     }
 )
 """Names no tenant may take: the first path segments of the server's routes (a test keeps the

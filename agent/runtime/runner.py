@@ -40,7 +40,7 @@ from agent.runtime.observer import TurnObserver
 from agent.runtime.publisher import TurnPublisher
 from agent.runtime.turn import Turn, TurnCheckpoint
 from agent.runtime.turn_gate import TURN_SLICE_S, TurnGate
-from agent.runtime.turn_run import CANCELED, TurnExecutor, let_waiters_go
+from agent.runtime.turn_run import CANCELED, AgentOf, TurnExecutor, let_waiters_go
 from agent.state import LoopState
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier
@@ -85,7 +85,7 @@ class TurnStart:
 class TaskRunner:
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AgentOf,
         *,
         tasks: TaskStore,
         messages: MessageStore,
@@ -101,8 +101,8 @@ class TaskRunner:
     ) -> None:
         """`holder`: this process's name in the leases; `follower` is told of each turn launched
         here that it follows: every resumed turn, and a new task's only if it was launched
-        `followed` (its first message came with a push config: no other can exist before)."""
-        self._agent = agent
+        `followed` (its first message came with a push config: no other can exist before);
+        `agent`: the one agent, or the lookup of each owner's (AgentOf)."""
         self._leases = leases
         self._observer = observer or TurnObserver()
         self._publisher = TurnPublisher(
@@ -267,9 +267,9 @@ class TaskRunner:
         """The loop state a suspended task's turn saved (None: there is none)."""
         return await self._turns.saved_turn(task_id, owner=owner)
 
-    def abandon(self, state: LoopState) -> None:
+    def abandon(self, state: LoopState, *, owner: str) -> None:
         """A suspended turn was canceled: what it waited on lets go (in the background)."""
-        self._turns.abandon(state)
+        self._turns.abandon(state, owner=owner)
 
     def running(self) -> list[TaskRef]:
         return [TaskRef(owner, task_id) for owner, task_id in self._running]

@@ -165,7 +165,7 @@ class TaskLifecycle:
                     task, TaskState.CANCELED, owner=owner, text=_CANCELED, if_state=state
                 )
                 if saved is not None:
-                    runner.abandon(saved)
+                    runner.abandon(saved, owner=owner)
                 return
         fence = await runner.take_lease(task.id, owner=owner)
         if fence is not None:

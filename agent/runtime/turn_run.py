@@ -18,6 +18,7 @@ import asyncio
 import contextlib
 import logging
 import time
+from collections.abc import Callable
 
 from agent.agent import Agent
 from agent.runtime.answers import read_answer
@@ -35,17 +36,22 @@ logger = logging.getLogger(__name__)
 
 CANCELED = "The task was canceled."
 
+AgentOf = Callable[[str], Agent]
+"""The agent that runs an owner's turns. A server hosting several agents picks it by the owner's
+tenant (stores.tenants.tenant_of), so a new turn, a resumed one and a takeover on another replica
+all run with the agent the task was made with."""
+
 
 class TurnExecutor:
     def __init__(
         self,
-        agent: Agent,
+        agent: Agent | AgentOf,
         publisher: TurnPublisher,
         observer: TurnObserver,
         *,
         checkpoints: CheckpointStore,
     ) -> None:
-        self._agent = agent
+        self._agent_of: AgentOf = agent if callable(agent) else lambda _owner: agent
         self._publisher = publisher
         self._observer = observer
         self._checkpoints = checkpoints
@@ -74,7 +80,7 @@ class TurnExecutor:
         if awaiting is None:
             raise NoCheckpoint(f"task {task.id!r} is not waiting for an answer")
         answer = read_answer(awaiting, message)
-        self._agent.loop.resume(
+        self._agent_of(owner).loop.resume(
             checkpoint.loop,
             approved=answer.approved,
             answer=answer.text,
@@ -93,10 +99,10 @@ class TurnExecutor:
         saved = await self._checkpoints.load(task_id, owner=owner)
         return TurnCheckpoint.model_validate_json(saved).loop if saved is not None else None
 
-    def abandon(self, state: LoopState) -> None:
+    def abandon(self, state: LoopState, *, owner: str) -> None:
         """A suspended turn was canceled: what it waited on lets go (in the background: a
         sub-agent that is slow to hear of it must not hold the cancel up)."""
-        job = asyncio.create_task(self._agent.loop.abandon(state))
+        job = asyncio.create_task(self._agent_of(owner).loop.abandon(state))
         self._letting_go.add(job)
         job.add_done_callback(self._letting_go.discard)
 
@@ -115,6 +121,7 @@ class TurnExecutor:
         )
         turn.trace = context_of(span)
         began = time.monotonic()
+        agent = self._agent_of(turn.owner)
         try:
             if gate is not None:
                 await self._admit(gate)
@@ -123,14 +130,14 @@ class TurnExecutor:
             if isinstance(start, LoopState):
                 state = start
             else:
-                state = await self._agent.start_turn(context, start, client_tools=turn.client_tools)
+                state = await agent.start_turn(context, start, client_tools=turn.client_tools)
 
             async def on_text(text: str) -> None:
                 await self._publisher.on_text(turn, text)
                 if gate is not None and gate.overrun():
                     await self._admit(gate)
 
-            async for event in self._agent.run(context, state, on_text=on_text):
+            async for event in agent.run(context, state, on_text=on_text):
                 await self._publisher.on_event(turn, event)
                 if gate is not None and gate.overrun():
                     await self._admit(gate)

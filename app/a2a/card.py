@@ -107,12 +107,14 @@ def build_card(
     url: str,
     with_v03: bool = True,
     extensions: Extensions | None = None,
+    skills: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any]:
-    """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's); with
-    the 0.3 members beside the 1.0 ones unless `with_v03` is false; `extensions`: the declared
-    ones (both generations read them from `capabilities.extensions`)."""
+    """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's, and
+    an agent's path); with the 0.3 members beside the 1.0 ones unless `with_v03` is false;
+    `extensions`: the declared ones (both generations read them from
+    `capabilities.extensions`); `skills`: an agent's own (AGENTS_FILE), else the tools'."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
-    skills = [
+    skills = skills or [
         {
             "id": "conversation",
             "name": "Conversation",
@@ -167,13 +169,16 @@ def build_extended_card(
     url: str,
     with_v03: bool = True,
     extensions: Extensions | None = None,
+    skills: list[dict[str, Any]] | None = None,
 ) -> dict[str, Any] | None:
     """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
     it, its skills added to the public ones; None when no extended card is configured."""
     fields = settings.extended_card
     if fields is None:
         return None
-    card = build_card(settings, tools, url=url, with_v03=False, extensions=extensions)
+    card = build_card(
+        settings, tools, url=url, with_v03=False, extensions=extensions, skills=skills
+    )
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
     if isinstance(extra_skills, list):
@@ -189,10 +194,16 @@ def signed_extended_card(
     extensions: Extensions | None,
     url: str,
     with_v03: bool,
+    *,
+    skills: list[dict[str, Any]] | None = None,
+    signing_base: str | None = None,
 ) -> dict[str, Any] | None:
-    """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set."""
-    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions)
-    return signer.sign(card, base_url=url) if card is not None and signer else card
+    """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set (the keys at
+    `signing_base`, the server's base URL: `url` unless an agent's path ends it)."""
+    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions, skills)
+    if card is None or signer is None:
+        return card
+    return signer.sign(card, base_url=signing_base or url)
 
 
 class AgentCardEndpoint:
@@ -219,7 +230,13 @@ class AgentCardEndpoint:
         signer: CardSigner | None = None,
         max_age_s: int = 300,
         extensions: Extensions | None = None,
+        path: str = "",
+        skills: list[dict[str, Any]] | None = None,
     ) -> None:
+        """`path`: the agent's (`/{name}`), after the base URL in every interface's `url`;
+        `skills`: its own (AGENTS_FILE), else the tools'."""
+        self._path = path
+        self._skills = skills
         self._settings = settings
         self._signer = signer
         self._extensions = extensions
@@ -242,7 +259,8 @@ class AgentCardEndpoint:
             OrderedDict()
         )
 
-    def _card(self, url: str, *, with_v03: bool) -> tuple[bytes, dict[str, str]]:
+    def _card(self, base: str, *, with_v03: bool) -> tuple[bytes, dict[str, str]]:
+        url = base + self._path
         # The tools' version is in the key: a source whose list changed changes the skills.
         key = (url, with_v03, self._toolbox.version)
         cached = self._cards.get(key)
@@ -255,9 +273,10 @@ class AgentCardEndpoint:
             url=url,
             with_v03=with_v03,
             extensions=self._extensions,
+            skills=self._skills,
         )
         if self._signer is not None:  # the same signature with and without the 0.3 members
-            card = self._signer.sign(card, base_url=url)
+            card = self._signer.sign(card, base_url=base)
         body = json.dumps(card, separators=(",", ":")).encode()
         headers = {
             "ETag": '"' + hashlib.sha256(body).hexdigest()[:32] + '"',

@@ -116,11 +116,15 @@ class JsonRpcBinding(Binding):
             **v03_methods(operations, self),
         }
 
-    async def __call__(self, request: Request) -> Response:
+    async def __call__(self, request: Request, tenant: str | None = None) -> Response:
+        """Serve a request; `tenant`: the path's (`POST /{tenant}/`), which every method of
+        either generation is within (a `params.tenant` is not read, as on HTTP+JSON)."""
         with self._metrics.request("jsonrpc") as record:
-            return await self._serve(request, record)
+            return await self._serve(request, record, tenant)
 
-    async def _serve(self, request: Request, record: RequestRecord) -> Response:
+    async def _serve(
+        self, request: Request, record: RequestRecord, path_tenant: str | None = None
+    ) -> Response:
         try:
             body = await request.body()
         except ClientDisconnect:
@@ -141,7 +145,7 @@ class JsonRpcBinding(Binding):
                 parse_error = exc
             if isinstance(payload, dict):
                 request_id = _request_id(payload)
-            tenant = _tenant_of(payload, v03_tenant=self._edge.tenants.card_tenant)
+            tenant = path_tenant or _tenant_of(payload, v03_tenant=self._edge.tenants.card_tenant)
             context = await self._edge.context(request, tenant=tenant)
             record.owner = context.owner
             if parse_error is not None:

@@ -171,7 +171,7 @@ class Operations:
         handler: RequestHandler,
         *,
         limits: RequestLimits | None = None,
-        extended_card: Callable[[str, bool], JsonObject | None] | None = None,
+        extended_card: Callable[[str, bool, str | None], JsonObject | None] | None = None,
         pushes: PushConfigStore | None = None,
         push_policy: OutboundPolicy | None = None,
         on_push_registered: Callable[[str, str], None] = lambda task_id, owner: None,
@@ -183,7 +183,8 @@ class Operations:
         self._push_policy = push_policy or OutboundPolicy()
         self._on_push_registered = on_push_registered
         self._extended_card = extended_card
-        """The extended card at a base URL (with the 0.3 members or not), or None."""
+        """The extended card at a base URL (with the 0.3 members or not) of the agent of a
+        tenant, or None."""
 
     async def create_push_config(
         self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
@@ -277,7 +278,7 @@ class Operations:
         card declares `extendedAgentCard: false`, the operation is unsupported (-32004); 0.3
         has its own error (-32007)."""
         url, with_v03 = context.base_url or "", generation == "0.3"
-        card = self._extended_card(url, with_v03) if self._extended_card else None
+        card = self._extended_card(url, with_v03, context.tenant) if self._extended_card else None
         if card is None:
             if with_v03:
                 raise ExtendedCardNotConfiguredError(

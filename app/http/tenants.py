@@ -23,19 +23,28 @@ class Tenants:
     """The tenants a request may name: any tenant name when `served` is empty (A2A_TENANTS
     unset), else those and the card's (A2A_TENANT)."""
 
-    def __init__(self, served: Iterable[str] = (), *, card_tenant: str | None = None) -> None:
+    def __init__(
+        self,
+        served: Iterable[str] = (),
+        *,
+        card_tenant: str | None = None,
+        root: str | None = None,
+    ) -> None:
         names = frozenset(served)
         check_tenant_names([*names, *filter(None, [card_tenant])])
         self.served = names | ({card_tenant} if card_tenant else set()) if names else None
         self.card_tenant = card_tenant or None
         """The tenant the card's interfaces name; also that of every 0.3 request: 0.3 cannot
         name one, and its clients reach this server through the card's 0.3 members."""
+        self.root = root
+        """The tenant of a request that names none (AGENTS_FILE: the first agent's, so that
+        `/` and `/{first}/` are one scope); None: no tenant."""
 
     def check(self, value: object) -> str | None:
         """The tenant a request's raw `tenant` value names (None: no tenant), or -32602 / 400
         for one that is not a tenant name, 404 for one this server does not serve."""
         if value is None or value == "":
-            return None
+            return self.root
         if not isinstance(value, str):
             raise InvalidParamsError("tenant must be a string", field="tenant")
         if (problem := tenant_name_problem(value)) is not None:

@@ -45,6 +45,12 @@ class ServerSettings(BaseSettings):
         description="Comma-separated tenant names served, and A2A_TENANT (another: 404); unset ="
         " any tenant name, each tenant a scope of its own (docs/protocol.md#tenants).",
     )
+    agents_file: str | None = Field(
+        None,
+        description="A YAML or JSON file of the agents this server serves, each under `/{name}`"
+        " with its own card, prompt, model and tools; the first also at `/` (docs/agents.md)."
+        " Unset: one agent, from the environment, at `/`.",
+    )
     a2a_card_v03: bool = Field(
         True,
         description="Add the A2A 0.3 members (`url`, `preferredTransport`, ...) to the agent card"
