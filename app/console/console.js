@@ -285,11 +285,14 @@ async function start() {
     option.title = description || "";
     picker.append(option);
   }
-  picker.hidden = !agents || agents.length < 2; // one agent: nothing to pick
+  // One agent (a server without an agents file lists its one, by its card's name; another server
+  // has no list): nothing to pick, and it is at the root.
+  const several = agents?.length > 1;
+  picker.hidden = !several;
   const wanted = new URLSearchParams(location.search).get("agent");
-  const named = agents?.find((entry) => entry.name === wanted);
-  await openAgent((named || agents?.[0])?.name ?? null);
-  if (wanted && agents && !named) notice(`This server has no agent named "${wanted}".`);
+  const named = several ? agents.find((entry) => entry.name === wanted) : null;
+  await openAgent(several ? (named || agents[0]).name : null);
+  if (wanted && several && !named) notice(`This server has no agent named "${wanted}".`);
 }
 
 // Show one agent: its card, its conversations, its turn left running. null: the server's one agent.

@@ -82,8 +82,9 @@ def test_the_page_is_served_offline_under_a_strict_policy(server):
 
 
 def test_a_server_of_one_agent_offers_no_agent_to_pick(page, server):
-    """Without an agents file, /agents is 404: no picker, and the console talks to `/`."""
-    assert httpx.get(server.url + "/agents", timeout=10).status_code == 404
+    """Without an agents file, /agents lists the one agent: no picker, the console talks to `/`."""
+    (listed,) = httpx.get(server.url + "/agents", timeout=10).json()["agents"]
+    assert listed["url"] == server.url + "/.well-known/agent-card.json"
     assert page.is_hidden("#agent-picker")
     card = httpx.get(server.url + "/.well-known/agent-card.json", timeout=10).json()
     assert page.inner_text("#agent-name") == card["name"]
