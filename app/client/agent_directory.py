@@ -54,22 +54,38 @@ async def list_agents(
     http: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None
 ) -> AgentDirectory:
     """The agents of the server at `url`; A2AClientError (NotAnAgent, Unauthorized) if it has
-    neither an agent list nor an agent card."""
+    neither an agent list nor an agent card. Given one agent's URL (`URL/{name}`), the list of
+    the server it is one of."""
     base = server_url_of(url)
+    listed = await _listing(http, base, headers)
+    if listed is not None:
+        return AgentDirectory(listed, listed=True)
+    parent, _, name = base.rpartition("/")
+    if urlsplit(base).path.strip("/"):  # maybe one agent of a server that lists its agents
+        siblings = await _listing(http, parent, headers)
+        if siblings is not None and any(agent.name == name for agent in siblings):
+            return AgentDirectory(siblings, listed=True)
+    card = await fetch_card(http, base, headers=headers)
+    entry = AgentEntry(str(card["name"]), str(card.get("description") or ""), card_url_of(base))
+    return AgentDirectory([entry], listed=False)
+
+
+async def _listing(
+    http: httpx.AsyncClient, base: str, headers: dict[str, str] | None
+) -> list[AgentEntry] | None:
+    """`base/agents`, or None when there is none (404)."""
     listing_url = f"{base}/agents"
     try:
         response = await http.get(listing_url, headers=headers)
     except httpx.HTTPError as exc:
         raise A2AClientError(f"cannot reach {listing_url}: {exc}") from exc
     if response.status_code == 404:
-        card = await fetch_card(http, base, headers=headers)
-        entry = AgentEntry(str(card["name"]), str(card.get("description") or ""), card_url_of(base))
-        return AgentDirectory([entry], listed=False)
+        return None
     if response.status_code == 401:
         raise Unauthorized(f"{listing_url} wants credentials (HTTP 401)")
     if response.status_code != 200:
         raise A2AClientError(f"{listing_url} answered HTTP {response.status_code}")
-    return AgentDirectory(_entries(listing_url, response), listed=True)
+    return _entries(listing_url, response)
 
 
 def _entries(listing_url: str, response: httpx.Response) -> list[AgentEntry]:

@@ -55,6 +55,8 @@ def test_agents_lists_what_the_server_lists(server):
         f"triage  {server.url}/triage/.well-known/agent-card.json  Sorts requests.",
         f"writer  {server.url}/writer/.well-known/agent-card.json  Writes short answers.",
     ]
+    # Given one agent (URL/{name}), it lists the server that agent is one of.
+    assert a2a("agents", f"{server.url}/writer").stdout == plain.stdout
     # Each listed card URL is that agent's card, as `a2a card` reads it from URL/{name}.
     for agent in listed:
         card = json.loads(a2a("card", f"{server.url}/{agent['name']}", "--json").stdout)
