@@ -25,6 +25,7 @@ ENV PATH=/opt/venv/bin:$PATH \
 # Bound to every interface, the server refuses to start without authentication: run it with
 # A2A_API_KEYS (or A2A_JWT_JWKS_URL + A2A_JWT_ISSUER + A2A_JWT_AUDIENCE), or A2A_AUTH=none.
 USER 10001
-EXPOSE 8000
+# 50051: gRPC, served only when A2A_GRPC_PORT=50051 is set (the conventional port; any may be).
+EXPOSE 8000 50051
 HEALTHCHECK --interval=10s --timeout=3s CMD ["python", "-c", "import os, urllib.request; urllib.request.urlopen('http://127.0.0.1:%s/healthz' % os.environ['A2A_PORT'])"]
 ENTRYPOINT ["a2a-server"]

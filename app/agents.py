@@ -136,6 +136,7 @@ class Agents:
             with_v03,
             skills=hosted.skills,
             signing_base=url,
+            agent=hosted.name,
         )
 
 

@@ -22,6 +22,7 @@ from agent.hooks import HookLoadError
 from agent.tools.base import ToolLoadError
 from app.a2a.card_signing import CardSigningError
 from app.extensions import ExtensionDeclarationError
+from app.grpc.server import GrpcConfigurationError
 from app.http.auth import AuthConfigurationError
 from app.http.connections import raise_open_files_limit, with_limits
 from app.http.server import DrainingServer
@@ -123,7 +124,7 @@ def main(argv: list[str] | None = None) -> int:
     except AuthConfigurationError as exc:
         print(f"a2a-server: unsafe configuration: {exc}", file=sys.stderr)
         return 2
-    except CardSigningError as exc:
+    except (CardSigningError, GrpcConfigurationError) as exc:
         print(f"a2a-server: {exc}", file=sys.stderr)
         return 2
     except AgentsFileError as exc:  # names the file, the agent and the key

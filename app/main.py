@@ -107,6 +107,7 @@ def _mount(app: ServerApp, services: Services) -> None:
             extensions=edge.extensions,
             path=path,
             skills=hosted.skills,
+            agent=hosted.name if path else None,
         )
         for card_path in ("/.well-known/agent-card.json", "/.well-known/agent.json"):
             app.add_api_route(path + card_path, card, methods=["GET"], include_in_schema=False)
@@ -125,9 +126,10 @@ def _mount(app: ServerApp, services: Services) -> None:
             app.add_direct_route(path, "POST", partial(jsonrpc.__call__, tenant=name))
     rest = RestBinding(operations, edge, max_json_depth=depth, metrics=metrics)
     app.router.routes.extend(rest.routes())
-    app.router.routes.extend(
-        RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics).routes()
-    )
+    rest_v03 = RestV03Binding(operations, edge, max_json_depth=depth, metrics=metrics)
+    app.router.routes.extend(rest_v03.routes())
+    for name in agents.names:  # each agent's card sends 0.3 clients to <base>/{name}/v1/...
+        app.router.routes.extend(rest_v03.routes(name))
     if settings.a2a_console:  # static files; every call it makes is authenticated as any
         app.router.routes.extend(console_routes())
     # Open like /healthz: Prometheus scrapes without credentials (keep it off the public edge).

@@ -38,11 +38,17 @@ from agent.runtime.tasks import TaskLifecycle
 from agent.tck_profile import TCK_PROFILE
 from agent.tools.base import ToolProvider
 from agent.tools.control import ASK_USER, FINISH
-from app.a2a.card import card_base_url, declared_extensions, package_version
+from app.a2a.card import (
+    card_base_url,
+    declared_extensions,
+    package_version,
+    signed_public_card,
+)
 from app.a2a.card_signing import CardSigner, build_card_signer
 from app.a2a.limits import RequestLimits
 from app.a2a.operations import Operations
 from app.agents import Agents, build_agents
+from app.grpc.server import GrpcServer, build_grpc_server, serving_grpc
 from app.handler import RequestHandler
 from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
@@ -122,6 +128,7 @@ class Services:
     drain: Drain
     handler: RequestHandler
     operations: Operations
+    grpc: GrpcServer | None = None
     model_ready: asyncio.Event = field(default_factory=asyncio.Event)
     """Set once the model adapter has loaded (readiness; `a2a-server` then freezes its heap)."""
 
@@ -136,7 +143,8 @@ class Services:
         # Tool sources connect (each agent's own); one that cannot is logged, not fatal.
         await asyncio.gather(*(toolbox.start() for toolbox in self.agents.toolboxes()))
         try:
-            async with self.supervisor:  # on the way out: its jobs stop, turns hand over
+            # On the way out the gRPC server stops, then the supervisor's jobs; turns hand over.
+            async with self.supervisor, serving_grpc(self.grpc):
                 try:
                     yield
                 finally:
@@ -264,6 +272,22 @@ def build_services(
         drain=drain,
         handler=handler,
         operations=operations,
+        grpc=build_grpc_server(
+            settings,
+            operations,
+            edge,
+            metrics,
+            drain,
+            # 0.3 has no tenant: its GetAgentCard is the root's, the first agent's
+            card=partial(
+                signed_public_card,
+                agents.first.settings,
+                agents.first.toolbox,
+                card_signer,
+                edge.extensions,
+                skills=agents.first.skills,
+            ),
+        ),
     )
 
 

@@ -18,6 +18,7 @@ from datetime import UTC, datetime
 from email.utils import format_datetime
 from importlib.metadata import PackageNotFoundError, version
 from typing import Any
+from urllib.parse import urlsplit
 
 from starlette.requests import Request
 from starlette.responses import Response
@@ -94,6 +95,17 @@ def card_base_url(settings: Settings, request: Request) -> str:
     )
 
 
+def grpc_target(settings: Settings, url: str) -> str | None:
+    """The card's gRPC interface for the base URL `url`: a gRPC target `host:port` (gRPC clients
+    hand it to their channel as it is: a scheme or a path would not connect), the host `url`'s
+    and the port A2A_GRPC_PUBLIC_PORT or the one served; None without gRPC."""
+    if settings.a2a_grpc_port is None:
+        return None
+    host = urlsplit(url).hostname or "localhost"
+    port = settings.a2a_grpc_public_port or settings.a2a_grpc_port
+    return f"[{host}]:{port}" if ":" in host else f"{host}:{port}"
+
+
 def declared_extensions(settings: Settings, sources: Iterable[object]) -> Extensions:
     """The extensions the card declares: A2A_EXTENSIONS, then those of the hooks and tool
     sources (`sources`) that implement one."""
@@ -108,12 +120,15 @@ def build_card(
     with_v03: bool = True,
     extensions: Extensions | None = None,
     skills: list[dict[str, Any]] | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any]:
     """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's, and
     an agent's path); with the 0.3 members beside the 1.0 ones unless `with_v03` is false;
     `extensions`: the declared ones (both generations read them from
-    `capabilities.extensions`); `skills`: an agent's own (AGENTS_FILE), else the tools'."""
+    `capabilities.extensions`); `skills`: an agent's own (AGENTS_FILE), else the tools';
+    `agent`: its name, the `tenant` of its gRPC interface (the HTTP ones name it in the URL)."""
     description = settings.agent_description + (DEMO_NOTE if settings.uses_demo_model else "")
+    grpc = grpc_target(settings, url)
     skills = skills or [
         {
             "id": "conversation",
@@ -139,10 +154,12 @@ def build_card(
         # A2A_TENANT on every interface: 1.0 clients send it with every request (0.3 ones cannot,
         # and are served within it).
         "supportedInterfaces": [
-            {"url": url, "protocolBinding": binding, "protocolVersion": version}
+            {"url": at, "protocolBinding": binding, "protocolVersion": version}
             | ({"tenant": settings.a2a_tenant} if settings.a2a_tenant else {})
+            | ({"tenant": agent} if agent and binding == "GRPC" else {})
             for version in ("1.0", "0.3")
-            for binding in ("JSONRPC", "HTTP+JSON")
+            for binding, at in (("JSONRPC", url), ("HTTP+JSON", url), ("GRPC", grpc))
+            if at is not None
         ],
         "capabilities": {
             "streaming": True,
@@ -160,7 +177,7 @@ def build_card(
         # The schemes enforced, so a client knows how to authenticate (empty when none is).
         **card_security(settings),
     }
-    return with_v03_fields(card, url=url) if with_v03 else card
+    return with_v03_fields(card, url=url, grpc=grpc) if with_v03 else card
 
 
 def build_extended_card(
@@ -170,6 +187,7 @@ def build_extended_card(
     with_v03: bool = True,
     extensions: Extensions | None = None,
     skills: list[dict[str, Any]] | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any] | None:
     """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
     it, its skills added to the public ones; None when no extended card is configured."""
@@ -177,14 +195,24 @@ def build_extended_card(
     if fields is None:
         return None
     card = build_card(
-        settings, tools, url=url, with_v03=False, extensions=extensions, skills=skills
+        settings,
+        tools,
+        url=url,
+        with_v03=False,
+        extensions=extensions,
+        skills=skills,
+        agent=agent,
     )
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
     if isinstance(extra_skills, list):
         extended["skills"] = card["skills"] + extra_skills
     # The 0.3 members last, from the merged card: they then say what its 1.0 members say.
-    return with_v03_fields(extended, url=url) if with_v03 else extended
+    return (
+        with_v03_fields(extended, url=url, grpc=grpc_target(settings, url))
+        if with_v03
+        else extended
+    )
 
 
 def signed_extended_card(
@@ -197,13 +225,29 @@ def signed_extended_card(
     *,
     skills: list[dict[str, Any]] | None = None,
     signing_base: str | None = None,
+    agent: str | None = None,
 ) -> dict[str, Any] | None:
     """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set (the keys at
     `signing_base`, the server's base URL: `url` unless an agent's path ends it)."""
-    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions, skills)
+    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions, skills, agent)
     if card is None or signer is None:
         return card
     return signer.sign(card, base_url=signing_base or url)
+
+
+def signed_public_card(
+    settings: Settings,
+    toolbox: Toolbox,
+    signer: CardSigner | None,
+    extensions: Extensions | None,
+    url: str,
+    *,
+    skills: list[dict[str, Any]] | None = None,
+) -> dict[str, Any]:
+    """The public card at `url` with both generations' members (what 0.3's gRPC `GetAgentCard`
+    answers), signed when A2A_CARD_SIGNING_KEY is set."""
+    card = build_card(settings, toolbox.specs, url=url, extensions=extensions, skills=skills)
+    return signer.sign(card, base_url=url) if signer else card
 
 
 class AgentCardEndpoint:
@@ -232,10 +276,13 @@ class AgentCardEndpoint:
         extensions: Extensions | None = None,
         path: str = "",
         skills: list[dict[str, Any]] | None = None,
+        agent: str | None = None,
     ) -> None:
         """`path`: the agent's (`/{name}`), after the base URL in every interface's `url`;
-        `skills`: its own (AGENTS_FILE), else the tools'."""
+        `skills`: its own (AGENTS_FILE), else the tools'; `agent`: its gRPC interface's
+        `tenant`."""
         self._path = path
+        self._agent = agent
         self._skills = skills
         self._settings = settings
         self._signer = signer
@@ -274,6 +321,7 @@ class AgentCardEndpoint:
             with_v03=with_v03,
             extensions=self._extensions,
             skills=self._skills,
+            agent=self._agent,
         )
         if self._signer is not None:  # the same signature with and without the 0.3 members
             card = self._signer.sign(card, base_url=base)

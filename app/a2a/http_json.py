@@ -67,9 +67,11 @@ def guarded(
     metrics: Metrics,
     method: str,
     generation: Generation = "1.0",
+    v03_tenant: str | None = None,
 ) -> Callable[[Request], Awaitable[Response]]:
     """The endpoint, once the caller is authenticated and within its rate (one call context per
-    request), with every failure rendered as an AIP-193 error; counted as `method`."""
+    request), with every failure rendered as an AIP-193 error; counted as `method`. A 0.3
+    route is within `v03_tenant` (an agent's copy of the route), else the card's tenant."""
 
     async def guarded(request: Request) -> Response:
         with metrics.request("rest") as record:
@@ -87,11 +89,11 @@ def guarded(
         try:
             # The tenant is the path's (`/{tenant}/...`): a `tenant` in the body or the query
             # is not read, as a2a-sdk does (its client writes the same tenant in both). 0.3
-            # has no tenant: its routes are within the card's.
+            # has no tenant: its routes are within the card's (or their agent's).
             tenant = (
                 request.path_params.get("tenant")
                 if generation == "1.0"
-                else edge.tenants.card_tenant
+                else v03_tenant or edge.tenants.card_tenant
             )
             if generation == "1.0" and tenant in ROUTE_NAMES:
                 # `/v1/tasks`, `/healthz/tasks`: a path under a route of its own is answered as

@@ -14,6 +14,7 @@ from stores.models import Generation
 __all__ = [
     "SERVED_VERSIONS",
     "Generation",
+    "check_requested_version",
     "check_version",
     "generation_of",
     "requested_generation",
@@ -50,7 +51,11 @@ def check_version(request: Request, generation: Generation = "1.0") -> None:
     0.3 method (`message/send`, `/v1/...`) under `1.0`, or the reverse, is a version this
     method does not serve (-32009). Absent, the method's own generation is used (0.3 clients
     send no header; a 1.0 name without it is served leniently as 1.0)."""
-    version = requested_version(request)
+    check_requested_version(requested_version(request), generation)
+
+
+def check_requested_version(version: str | None, generation: Generation = "1.0") -> None:
+    """`check_version` of a version however the binding carries it (gRPC: `a2a-version`)."""
     if not version:
         return
     requested = requested_generation(version)

@@ -10,7 +10,7 @@ import json
 from pathlib import Path
 from typing import Annotated, Any
 
-from pydantic import AfterValidator, BeforeValidator
+from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
 from agent.extensions import AgentExtension, extensions_from
@@ -119,3 +119,7 @@ ExtensionList = Annotated[list[AgentExtension], NoDecode, BeforeValidator(declar
 """A2A_EXTENSIONS: declarations read (inline or from a file) and checked at start-up."""
 TenantName = Annotated[str | None, AfterValidator(_tenant_name)]
 TenantNames = Annotated[CommaList, AfterValidator(_tenant_names)]
+
+
+Port = Annotated[int, Field(ge=1, le=65535)] | None
+"""A TCP port, or None (unset)."""

@@ -1,4 +1,5 @@
-"""The server's address and its agent card (what it signs, declares and serves to which tenants)."""
+"""The server's address and its agent card (what it signs, declares and serves to which tenants),
+and its gRPC port."""
 
 from __future__ import annotations
 
@@ -8,6 +9,7 @@ from pydantic_settings import BaseSettings
 from app.settings.fields import (
     ExtendedCard,
     ExtensionList,
+    Port,
     TenantName,
     TenantNames,
 )
@@ -67,3 +69,16 @@ class ServerSettings(BaseSettings):
     a2a_card_signing_extra_jwks: str | None = Field(
         None, description="Old public keys served beside it (rotation): a JWKS, or its file's path."
     )
+    # --- the gRPC binding (app/grpc/), beside HTTP in the same process
+    a2a_grpc_port: Port = Field(
+        None,
+        description="Port of the gRPC binding (the A2A 1.0 and 0.3 services, health, reflection)"
+        " on A2A_HOST, beside HTTP in the same process; unset = no gRPC.",
+    )
+    a2a_grpc_public_port: Port = Field(
+        None, description="Port the card's `GRPC` interfaces name; unset = A2A_GRPC_PORT."
+    )
+    a2a_grpc_tls_cert: str | None = Field(
+        None, description="PEM certificate chain file: gRPC over TLS; unset = plaintext HTTP/2."
+    )
+    a2a_grpc_tls_key: str | None = Field(None, description="PEM key file of A2A_GRPC_TLS_CERT.")

@@ -469,3 +469,22 @@ def test_duplicate_agent_names_and_two_agents_files_are_refused() -> None:
     docs = render(config={"AGENTS_FILE": "/mine/agents.yaml"})
     assert config_of(docs)["AGENTS_FILE"] == "/mine/agents.yaml"
     assert "ConfigMap/demo-a2a-agent-server-agents" not in docs
+
+
+def test_a_grpc_port_gets_a_container_port_and_a_service_port() -> None:
+    docs = render()
+    assert [port["name"] for port in server_container(docs)["ports"]] == ["http"]
+    assert "A2A_GRPC_PORT" not in config_of(docs)
+    docs = render(config={"A2A_GRPC_PORT": "50051"})
+    ports = {port["name"]: port for port in server_container(docs)["ports"]}
+    assert ports["grpc"]["containerPort"] == 50051
+    service_ports = {
+        port["name"]: port for port in docs["Service/demo-a2a-agent-server"]["spec"]["ports"]
+    }
+    assert service_ports["grpc"] == {
+        "name": "grpc",
+        "port": 50051,
+        "targetPort": "grpc",
+        "appProtocol": "grpc",
+    }
+    assert config_of(docs)["A2A_GRPC_PORT"] == "50051"

@@ -25,12 +25,14 @@ from opentelemetry.proto.collector.trace.v1.trace_service_pb2 import (
 )
 from opentelemetry.proto.trace.v1.trace_pb2 import Span
 
-from tests.e2e.harness import ROOT, ServerProcess, user_message
+from tests.e2e.harness import ROOT, ServerProcess, free_port, user_message
 from tests.fakes.fake_llm import text
 
 pytestmark = pytest.mark.timeout(90)
 
 TRACE_ID = "4bf92f3577b34da6a3ce929d0e0e4736"
+GRPC_TRACE_ID = "5cf92f3577b34da6a3ce929d0e0e4737"
+GRPC_PORT = free_port()
 CLIENT_SPAN_ID = "00f067aa0ba902b7"
 
 
@@ -118,6 +120,7 @@ def traced_server(fake_llm, collector: Collector) -> Iterator[ServerProcess]:
         "OTEL_EXPORTER_OTLP_ENDPOINT": collector.url,
         "OTEL_BSP_SCHEDULE_DELAY": "100",
         "OTEL_METRIC_EXPORT_INTERVAL": "200",
+        "A2A_GRPC_PORT": str(GRPC_PORT),
     }
     server = ServerProcess(fake_llm.base_url, env=env).start()
     try:
@@ -133,12 +136,14 @@ def is_request_span(span: Span) -> bool:
     )
 
 
-def wait_for(collector: Collector, names: set[str], timeout_s: float = 20) -> list[Span]:
+def wait_for(
+    collector: Collector, names: set[str], timeout_s: float = 20, trace_id: str = TRACE_ID
+) -> list[Span]:
     """The client's trace once it holds `names` and the request span (which ends after the
     response is sent, so it can come in a later export batch than the turn's spans)."""
     deadline = time.monotonic() + timeout_s
     while time.monotonic() < deadline:
-        spans = collector.in_trace(TRACE_ID)
+        spans = collector.in_trace(trace_id)
         if names <= {span.name for span in spans} and any(map(is_request_span, spans)):
             return spans
         time.sleep(0.1)
@@ -179,6 +184,38 @@ def test_the_request_and_turn_spans_reach_the_collector_in_the_clients_trace(
     (llm_call,) = [span for span in spans if span.name == "llm.call"]
     assert llm_call.parent_span_id == turn.span_id
     assert collector.services == {"a2a-agent-server"}
+
+
+def test_a_grpc_call_has_its_server_span_in_the_clients_trace_above_the_turn(
+    traced_server: ServerProcess, collector: Collector, fake_llm, marker: str
+) -> None:
+    import grpc
+    from a2a.types import a2a_pb2, a2a_pb2_grpc
+
+    fake_llm.script(text("traced over gRPC", when_user_contains=marker))
+    request = a2a_pb2.SendMessageRequest(
+        message=a2a_pb2.Message(
+            message_id=marker, role=a2a_pb2.ROLE_USER, parts=[a2a_pb2.Part(text=marker)]
+        )
+    )
+    metadata = (
+        ("a2a-version", "1.0"),
+        ("traceparent", f"00-{GRPC_TRACE_ID}-{CLIENT_SPAN_ID}-01"),
+    )
+    with grpc.insecure_channel(f"127.0.0.1:{GRPC_PORT}") as channel:
+        reply = a2a_pb2_grpc.A2AServiceStub(channel).SendMessage(request, metadata=metadata)
+    assert reply.task.status.state == a2a_pb2.TASK_STATE_COMPLETED
+
+    spans = wait_for(collector, {"agent.turn"}, trace_id=GRPC_TRACE_ID)
+    by_id = {span.span_id.hex(): span for span in spans}
+    (call_span,) = [span for span in spans if is_request_span(span)]
+    assert call_span.name == "lf.a2a.v1.A2AService/SendMessage"
+    (turn,) = [span for span in spans if span.name == "agent.turn"]
+    ancestors, parent = [], turn.parent_span_id.hex()
+    while parent in by_id:
+        ancestors.append(parent)
+        parent = by_id[parent].parent_span_id.hex()
+    assert call_span.span_id.hex() in ancestors
 
 
 def test_metrics_reach_the_collector_under_the_names_of_the_metrics_endpoint(

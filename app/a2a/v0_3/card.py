@@ -43,8 +43,9 @@ def _v03_scheme(scheme: dict[str, Any]) -> dict[str, Any]:
     return {}
 
 
-def with_v03_fields(card: dict[str, Any], *, url: str) -> dict[str, Any]:
-    """The card with the 0.3 members added: JSON-RPC at `url` preferred, HTTP+JSON beside it."""
+def with_v03_fields(card: dict[str, Any], *, url: str, grpc: str | None = None) -> dict[str, Any]:
+    """The card with the 0.3 members added: JSON-RPC at `url` preferred, HTTP+JSON beside it,
+    and gRPC at the target `grpc` when it is served."""
     capabilities = card.get("capabilities", {})
     v03: dict[str, Any] = {
         "protocolVersion": V03_PROTOCOL_VERSION,
@@ -53,6 +54,7 @@ def with_v03_fields(card: dict[str, Any], *, url: str) -> dict[str, Any]:
         "additionalInterfaces": [
             {"url": url, "transport": "JSONRPC"},
             {"url": url, "transport": "HTTP+JSON"},
+            *([{"url": grpc, "transport": "GRPC"}] if grpc else []),
         ],
     }
     if capabilities.get("extendedAgentCard"):

@@ -43,12 +43,21 @@ def _history_length(request: Request) -> JsonObject:
 
 
 class RestV03Binding(Binding):
-    def routes(self) -> list[Route]:
+    def routes(self, tenant: str | None = None) -> list[Route]:
+        """The routes under `/v1/`; with `tenant` (an agent of AGENTS_FILE), their copies
+        under `/{tenant}/v1/`, within that tenant (where the agent's card sends 0.3 clients)."""
+        prefix = f"/{tenant}" if tenant else ""
+
         def route(path: str, endpoint: Endpoint, method: str, verbs: list[str]) -> Route:
             handler = guarded(
-                self._edge, endpoint, metrics=self._metrics, method=method, generation="0.3"
+                self._edge,
+                endpoint,
+                metrics=self._metrics,
+                method=method,
+                generation="0.3",
+                v03_tenant=tenant,
             )
-            return Route(path, handler, methods=verbs)
+            return Route(prefix + path, handler, methods=verbs)
 
         configs = "/v1/tasks/{ref}/pushNotificationConfigs"
         return [
