@@ -1,15 +1,17 @@
 """`a2a` against a real server that hosts two agents (AGENTS_FILE): `a2a agents` lists them as
 `GET /agents` does, and every command given `URL/{name}` talks to that agent only (its card, its
-system prompt at the model, its tasks)."""
+system prompt at the model, its tasks); app/client reaches it on both HTTP bindings of its card."""
 
 from __future__ import annotations
 
 import json
+from dataclasses import replace
 
 import httpx
 import pytest
 import yaml
 
+from app.client.a2a_client import A2AClient, state_of
 from tests.e2e.harness import ServerProcess
 from tests.e2e.test_cli_client import a2a
 from tests.fakes.fake_llm import text
@@ -93,3 +95,30 @@ def test_an_unknown_name_is_one_line_and_exit_1(server):
     missing = a2a("send", f"{server.url}/nobody", "hi")
     assert missing.returncode == 1
     assert missing.stderr.count("\n") == 1 and "(HTTP 404)" in missing.stderr, missing.stderr
+
+
+@pytest.mark.parametrize("binding", ["JSONRPC", "HTTP+JSON"])
+async def test_the_client_reaches_an_agent_on_each_binding_its_card_offers(
+    server, fake_llm, marker, binding
+):
+    """app/client (the CLI's and the remote-agent tools' wire code) on the interface of the
+    agent's card for each binding: the call reaches that agent, within it only."""
+    fake_llm.script(text("over " + binding, when_user_contains=marker))
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
+        writer = await A2AClient.connect(http, f"{server.url}/writer")
+        (interface,) = [
+            entry
+            for entry in writer.card["supportedInterfaces"]
+            if entry["protocolBinding"] == binding and entry["protocolVersion"].startswith("1.")
+        ]
+        assert interface["url"] == f"{server.url}/writer"
+        writer.endpoint = replace(writer.endpoint, url=interface["url"], binding=binding)
+        events = [event async for event in writer.stream(writer.message(f"bind {marker}"))]
+        task_id = events[0].payload["id"]
+        assert state_of(events[-1].payload) == "TASK_STATE_COMPLETED"
+        (request,) = fake_llm.requests_for(marker)
+        assert "You are the WRITER agent." in system_prompt_of(request)
+        assert task_id in [task["id"] for task in await writer.list_tasks()]
+        triage = await A2AClient.connect(http, f"{server.url}/triage")
+        triage.endpoint = replace(triage.endpoint, binding=binding, url=f"{server.url}/triage")
+        assert task_id not in [task["id"] for task in await triage.list_tasks()]
