@@ -19,7 +19,9 @@ const STREAM_ENDS = [...TERMINAL, "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_
 const FOLLOW_AGAIN = 5; // attempts, 0.5 s apart and more
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const state = { contextId: null, taskId: null, waiting: null, running: null, card: null, agentName: null };
+const state = {
+  contextId: null, taskId: null, waiting: null, running: null, card: null, agentName: null, resumed: false,
+};
 
 const agent = new Agent({ credentials: credentialHeaders, log: logRaw });
 
@@ -296,22 +298,25 @@ async function start() {
 }
 
 // Show one agent: its card, its conversations, its turn left running. null: the server's one agent.
+// The same agent again (start() after credentials were given) keeps what the page shows.
 async function openAgent(name) {
-  if (state.running) { // the turn goes on at the agent; picking it back follows it again
-    state.running.controller.abort();
-    state.running = null;
-    $("cancel").hidden = true;
+  if (name !== state.agentName || !state.card) {
+    if (state.running) { // the turn goes on at the agent; picking it back follows it again
+      state.running.controller.abort();
+      state.running = null;
+      $("cancel").hidden = true;
+    }
+    Object.assign(state, { agentName: name, contextId: null, taskId: null, waiting: null, card: null, resumed: false });
+    agent.base = name ? `/${encodeURIComponent(name)}/` : "/";
+    $("messages").replaceChildren();
+    $("conversations").replaceChildren();
+    $("export").hidden = true;
+    $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
   }
-  Object.assign(state, { agentName: name, contextId: null, taskId: null, waiting: null });
-  agent.base = name ? `/${encodeURIComponent(name)}/` : "/";
-  $("messages").replaceChildren();
-  $("conversations").replaceChildren();
-  $("export").hidden = true;
   if (name) {
     $("agent-picker").value = name;
     if (!$("agent-picker").hidden) history.replaceState(null, "", `?agent=${encodeURIComponent(name)}`);
   }
-  $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
   const card = await agent.card();
   if (state.agentName !== name) return; // another agent was picked while its card came
   state.card = card;
@@ -322,6 +327,8 @@ async function openAgent(name) {
   $("file").hidden = !modes.some((mode) => !TEXT_MODES.includes(mode));
   notice("");
   await refreshConversations();
+  if (state.resumed || state.agentName !== name) return;
+  state.resumed = true;
   await resumeAfterReload();
 }
 

@@ -236,6 +236,14 @@ def test_credentials_are_asked_for_and_used(browser, fake_llm, marker):
     context = browser.new_context()
     try:
         page = context.new_page()
+        looks = []  # the page's looks at /agents: the second, with credentials, is held back
+
+        def hold_the_second(route):
+            looks.append(route)
+            if len(looks) == 1:
+                route.continue_()
+
+        page.route("**/agents", hold_the_second)
         page.goto(locked.url + "/console")
         page.wait_for_selector("#auth-dialog[open]")
         assert "401" in page.inner_text("#notice")
@@ -245,6 +253,11 @@ def test_credentials_are_asked_for_and_used(browser, fake_llm, marker):
         fake_llm.script(text("let in", when_user_contains=marker))
         say(page, f"auth {marker}")
         page.wait_for_function("() => document.body.innerText.includes('let in')")
+        # The page re-reading the agents meanwhile (a slow answer) leaves the conversation be.
+        assert len(looks) == 2
+        looks[1].continue_()
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".message.agent .answer", has_text="let in").count() == 1
     finally:
         context.close()
         locked.cleanup()
