@@ -232,6 +232,7 @@ async function refreshConversations() {
   }
   const list = $("conversations");
   list.replaceChildren();
+  list.dataset.agent = state.agentName || ""; // whose conversations these are
   for (const [contextId, label] of seen) {
     const item = document.createElement("li");
     item.textContent = label;
@@ -310,6 +311,7 @@ async function openAgent(name) {
     agent.base = name ? `/${encodeURIComponent(name)}/` : "/";
     $("messages").replaceChildren();
     $("conversations").replaceChildren();
+    delete $("conversations").dataset.agent;
     $("export").hidden = true;
     $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
   }

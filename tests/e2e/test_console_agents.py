@@ -55,8 +55,9 @@ def pick(page, name: str) -> None:
     )
 
 
-def sidebar(page) -> list[str]:
-    page.wait_for_load_state("networkidle")
+def sidebar(page, agent: str) -> list[str]:
+    """The conversations listed, once the sidebar is the agent's (its ListTasks answered)."""
+    page.wait_for_selector(f"#conversations[data-agent='{agent}']", state="attached")
     return page.locator("#conversations li").all_inner_texts()
 
 
@@ -80,7 +81,7 @@ def test_a_person_picks_an_agent_and_sees_its_conversations_only(page, server, f
     pick(page, "writer")
     assert page.url.endswith("/console?agent=writer")
     assert page.locator(".message").count() == 0
-    assert f"t {marker}" not in sidebar(page)
+    assert f"t {marker}" not in sidebar(page, "writer")
     page.posted.clear()
     say(page, f"w {marker}")
     until_answer_shows(page, "writer here")
@@ -88,17 +89,19 @@ def test_a_person_picks_an_agent_and_sees_its_conversations_only(page, server, f
     assert "You are the WRITER agent." in system_prompt_of(request)
     assert page.posted and all(url == f"{server.url}/writer/" for url in page.posted)
     page.wait_for_selector("#cancel", state="hidden")
-    assert f"w {marker}" in sidebar(page) and f"t {marker}" not in sidebar(page)
+    page.wait_for_selector(f"#conversations li:has-text('w {marker}')")
+    assert f"t {marker}" not in sidebar(page, "writer")
 
     pick(page, "triage")
-    assert f"t {marker}" in sidebar(page) and f"w {marker}" not in sidebar(page)
+    listed = sidebar(page, "triage")
+    assert f"t {marker}" in listed and f"w {marker}" not in listed
     page.locator("#conversations li", has_text=f"t {marker}").click()
     page.wait_for_function("() => document.body.innerText.includes('triage here')")
 
     # The pick is in the address: a reload (or a shared link) opens the same agent.
     open_console(page, server, "?agent=writer")
     assert page.inner_text("#agent-name") == "writer"
-    assert f"w {marker}" in sidebar(page)
+    assert f"w {marker}" in sidebar(page, "writer")
 
 
 def test_a_turn_left_streaming_is_followed_again_when_its_agent_is_picked_back(
