@@ -1,7 +1,8 @@
 """The web console at /console: static ES modules served by the app itself (no CDN, nothing to
 build), under a strict Content-Security-Policy: scripts and styles from this origin only, no
 inline script, no eval, and calls only to this origin. The console is a client like any other:
-it speaks A2A JSON-RPC to `/` with the credentials the user gives it (docs/console.md)."""
+it speaks A2A JSON-RPC to `/` (or `/{name}/`, the agent picked from `GET /agents`) with the
+credentials the user gives it (docs/console.md)."""
 
 from __future__ import annotations
 
@@ -17,6 +18,7 @@ FILES = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "a2a.js": "text/javascript; charset=utf-8",
+    "turn_view.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
 }
 CSP = (

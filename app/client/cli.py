@@ -1,5 +1,6 @@
 """`a2a`: a command-line client for any A2A agent (ours or another; either generation, binding).
 
+    a2a agents URL                    the agents the server hosts (name, description, card URL)
     a2a card URL                      the agent card, and whether its signature verifies
     a2a send URL TEXT [--context C] [--task T]   send, stream the answer
     a2a chat URL [--context C]        talk: streamed answers, questions and approvals prompted,
@@ -8,6 +9,7 @@
     a2a get URL ID | cancel URL ID
     a2a subscribe URL ID [--last-event-id N]   follow a task (resume after N)
 
+URL is an agent's base URL (`URL/{name}` for one of a server's agents) or its card's URL.
 `--json` prints the raw events (or results) one JSON document per line. Credentials: `--api-key` (or
 A2A_API_KEY) as `X-API-Key`, `--bearer TOKEN` as `Authorization: Bearer`. A failure is one line on
 stderr and a non-zero exit: 1 an error, 2 usage, 3 the task waits for input (`send`), 130 canceled.
@@ -22,8 +24,7 @@ import json
 import os
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
-from dataclasses import dataclass, field
-from typing import Any, TextIO
+from typing import Any
 
 import httpx
 
@@ -41,76 +42,11 @@ from app.client.a2a_client import (
     status_text,
     text_of,
 )
+from app.client.agent_directory import list_agents
 from app.client.card_signatures import verify_card
+from app.client.printer import Printer, Turn, describe_parts
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INPUT, EXIT_CANCELED = 1, 2, 3, 130
-
-
-@dataclass
-class Turn:
-    """What one streamed exchange came to."""
-
-    task_id: str | None = None
-    context_id: str | None = None
-    state: str | None = None
-    question: str = ""
-    last_event_id: str | None = None
-    artifacts_seen: set[str] = field(default_factory=set)
-
-
-class Printer:
-    """Answer text to stdout as it arrives; progress and questions to stderr."""
-
-    def __init__(self, *, raw: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
-        self.raw, self.out, self.err = raw, out, err
-        self._mid_line = False
-
-    def event(self, event: Event, turn: Turn) -> None:
-        if self.raw:
-            print(json.dumps(event.raw, separators=(",", ":")), file=self.out, flush=True)
-            return
-        payload = event.payload
-        if event.kind == "artifact":
-            artifact = payload.get("artifact") or {}
-            key = str(artifact.get("artifactId", ""))
-            if not payload.get("append") and key in turn.artifacts_seen:
-                self.text("\n")
-            turn.artifacts_seen.add(key)
-            self.text(text_of(artifact) or _describe_parts(parts_of(artifact)))
-        elif event.kind == "message":
-            self.text(text_of(payload))
-        elif event.kind == "status" and state_of(payload) == "TASK_STATE_WORKING":
-            said = status_text(payload)
-            if said:
-                self.note(f"· {said}")
-        elif event.kind == "task":
-            for artifact in payload.get("artifacts") or []:  # a snapshot: the answer so far
-                turn.artifacts_seen.add(str(artifact.get("artifactId", "")))
-                self.text(text_of(artifact))
-
-    def text(self, text: str) -> None:
-        if text:
-            self.out.write(text)
-            self.out.flush()
-            self._mid_line = not text.endswith("\n")
-
-    def end_line(self) -> None:
-        if self._mid_line:
-            self.text("\n")
-
-    def note(self, line: str) -> None:
-        self.end_line()
-        print(line, file=self.err, flush=True)
-
-
-def _describe_parts(parts: list[dict[str, Any]]) -> str:
-    described = []
-    for part in parts:
-        if "data" in part:
-            described.append(json.dumps(part["data"]))
-        elif "file" in part or "url" in part or "raw" in part:
-            described.append(f"[file {part.get('filename') or part.get('name') or ''}]")
-    return " ".join(described)
 
 
 async def run_stream(events: AsyncGenerator[Event, None], printer: Printer, turn: Turn) -> Turn:
@@ -131,7 +67,7 @@ async def _read(events: AsyncIterator[Event], printer: Printer, turn: Turn) -> T
         turn.state = state_of(payload) or turn.state
         if turn.state in INTERRUPTED_STATES:
             status = (payload.get("status") or {}).get("message") or {}
-            turn.question = text_of(status) or _describe_parts(parts_of(status))
+            turn.question = text_of(status) or describe_parts(parts_of(status))
             break
         if turn.state in END_STATES:
             if turn.state != "TASK_STATE_COMPLETED":
@@ -192,6 +128,20 @@ async def cmd_card(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
     verdict = await verify_card(http, card, card_url=card_url_of(args.url))
     print(verdict, file=sys.stderr)
     return EXIT_ERROR if verdict.status == "invalid" else 0
+
+
+async def cmd_agents(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
+    """One line per agent: name, card URL, description (`--json`: one document per agent)."""
+    directory = await list_agents(http, args.url, headers=headers_of(args))
+    if not directory.listed:
+        print(f"{args.url} serves one agent (it has no /agents list)", file=sys.stderr)
+    width = max(len(agent.name) for agent in directory.agents) if directory.agents else 0
+    for agent in directory.agents:
+        if args.json:
+            emit(agent.as_json(), args)
+        else:
+            print(f"{agent.name:<{width}}  {agent.url}  {agent.description}".rstrip())
+    return 0
 
 
 async def cmd_send(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
@@ -318,6 +268,7 @@ async def _with_http(args: argparse.Namespace, work: Any) -> Any:
 
 
 COMMANDS = {
+    "agents": cmd_agents,
     "card": cmd_card,
     "send": cmd_send,
     "subscribe": cmd_subscribe,
@@ -329,13 +280,14 @@ COMMANDS = {
 
 def parser() -> argparse.ArgumentParser:
     common = argparse.ArgumentParser(add_help=False)
-    common.add_argument("url", help="the agent's base URL or its card's URL")
+    common.add_argument("url", help="the agent's base URL (URL/{name}: one of a server's agents)")
     common.add_argument("--json", action="store_true", help="raw events, one JSON per line")
     common.add_argument("--api-key", help="sent as X-API-Key (default: $A2A_API_KEY)")
     common.add_argument("--bearer", help="sent as Authorization: Bearer TOKEN")
     common.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
     root = argparse.ArgumentParser(prog="a2a", description="A client for any A2A agent.")
     sub = root.add_subparsers(dest="command", required=True)
+    sub.add_parser("agents", parents=[common], help="list the agents a server hosts")
     sub.add_parser("card", parents=[common], help="print the agent card")
     send = sub.add_parser("send", parents=[common], help="send a message, stream the answer")
     send.add_argument("text")

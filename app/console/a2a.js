@@ -1,6 +1,7 @@
 // A2A 1.0 over JSON-RPC from the browser: calls, and streams read from fetch (EventSource cannot
 // POST). Every request and every event is handed to `log` (the console's raw mode), and a 401
-// raises AuthRequired so the page can ask for credentials.
+// raises AuthRequired so the page can ask for credentials. An agent lives at a base path: "/" for
+// a server's one agent, "/{name}/" for one of the agents it hosts (JSON-RPC and card under it).
 
 export class AuthRequired extends Error {}
 
@@ -11,9 +12,21 @@ export class A2AError extends Error {
   }
 }
 
+// The agents the server hosts (`GET /agents`: [{name, description, url}]), or null when it serves
+// one agent (404: a server without an agents file, or another A2A server).
+export async function listAgents({ credentials = () => ({}), log = () => {} } = {}) {
+  const response = await fetch("/agents", { headers: credentials() });
+  if (response.status === 401) throw new AuthRequired();
+  if (response.status === 404) return null;
+  if (!response.ok) throw new Error(`GET /agents answered HTTP ${response.status}`);
+  const document = await response.json();
+  log("agents", document);
+  return Array.isArray(document.agents) ? document.agents : [];
+}
+
 export class Agent {
-  constructor({ endpoint = "/", credentials = () => ({}), log = () => {} } = {}) {
-    this.endpoint = endpoint;
+  constructor({ base = "/", credentials = () => ({}), log = () => {} } = {}) {
+    this.base = base;
     this.credentials = credentials; // () => headers (X-API-Key or Authorization)
     this.log = log;
     this.nextId = 1;
@@ -23,8 +36,12 @@ export class Agent {
     return { "Content-Type": "application/json", "A2A-Version": "1.0", ...this.credentials(), ...extra };
   }
 
+  get endpoint() {
+    return this.base;
+  }
+
   async card() {
-    const response = await fetch("/.well-known/agent-card.json", { headers: this.credentials() });
+    const response = await fetch(`${this.base}.well-known/agent-card.json`, { headers: this.credentials() });
     if (response.status === 401) throw new AuthRequired();
     const card = await response.json();
     this.log("card", card);

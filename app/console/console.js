@@ -2,15 +2,16 @@
 // questions and approvals inline, cancel, resume after a reload, raw events, export, credentials.
 // It is an A2A client like any other: what it shows comes from the task's events (the tool
 // rows from `metadata.toolCall` of working status updates, usage from the final one's
-// `metadata.usage`; docs/console.md).
+// `metadata.usage`; docs/console.md). On a server that hosts several agents (`GET /agents`), a
+// picker chooses one: every request goes to `/{name}/`, so the sidebar (ListTasks) is that
+// agent's, and a turn left streaming is followed again when its agent is picked back.
 
-import { A2AError, Agent, AuthRequired } from "./a2a.js";
-import { renderMarkdown } from "./markdown.js";
+import { A2AError, Agent, AuthRequired, listAgents } from "./a2a.js";
+import { TERMINAL, TurnView, block, textOf, userBubble } from "./turn_view.js";
 
 const $ = (id) => document.getElementById(id);
 const AUTH_KEY = "a2a-console-credentials";
 const RUNNING_KEY = "a2a-console-running";
-const TERMINAL = ["TASK_STATE_COMPLETED", "TASK_STATE_FAILED", "TASK_STATE_CANCELED", "TASK_STATE_REJECTED"];
 const TEXT_MODES = ["text/plain", "application/json"];
 // Where a stream ends on its own; anything else means it was cut (a dropped connection, a server
 // that drained): the console follows the task again from the last event it saw.
@@ -18,7 +19,9 @@ const STREAM_ENDS = [...TERMINAL, "TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_
 const FOLLOW_AGAIN = 5; // attempts, 0.5 s apart and more
 const pause = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
-const state = { contextId: null, taskId: null, waiting: null, running: null, card: null };
+const state = {
+  contextId: null, taskId: null, waiting: null, running: null, card: null, agentName: null, resumed: false,
+};
 
 const agent = new Agent({ credentials: credentialHeaders, log: logRaw });
 
@@ -26,6 +29,11 @@ function credentialHeaders() {
   const saved = JSON.parse(sessionStorage.getItem(AUTH_KEY) || "null");
   if (!saved?.secret) return {};
   return saved.kind === "bearer" ? { Authorization: `Bearer ${saved.secret}` } : { "X-API-Key": saved.secret };
+}
+
+// The turn to follow again after a reload, kept per agent (a task is found only at its agent's path).
+function runningKey() {
+  return state.agentName ? `${RUNNING_KEY}:${state.agentName}` : RUNNING_KEY;
 }
 
 // --- raw mode --------------------------------------------------------------------------------
@@ -62,163 +70,6 @@ function report(error) {
   if (error instanceof AuthRequired) askCredentials();
   else if (error instanceof A2AError) notice(`The agent refused: ${error.message}`);
   else if (error?.name !== "AbortError") notice(`Something went wrong: ${error?.message || error}`);
-}
-
-// --- rendering -------------------------------------------------------------------------------
-
-function bubble(kind, content) {
-  const node = document.createElement("div");
-  node.className = `message ${kind}`;
-  if (content !== undefined) node.append(content);
-  $("messages").append(node);
-  node.scrollIntoView({ block: "end" });
-  return node;
-}
-
-function userBubble(text) {
-  bubble("user", document.createTextNode(text));
-}
-
-class TurnView {
-  constructor() {
-    this.node = bubble("agent");
-    this.tools = document.createElement("div");
-    this.answer = document.createElement("div");
-    this.answer.className = "answer";
-    this.footer = document.createElement("div");
-    this.node.append(this.tools, this.answer, this.footer);
-    this.texts = new Map(); // artifact id -> text
-    this.rows = new Map(); // tool call id -> row
-    this.taskId = null;
-    this.contextId = null;
-    this.state = null;
-  }
-
-  get text() {
-    return [...this.texts.values()].join("\n\n");
-  }
-
-  restore(texts) {
-    this.texts = new Map(texts); // [artifact id, text so far]: later chunks append to their own
-    this.render();
-  }
-
-  render() {
-    this.answer.replaceChildren(renderMarkdown(this.text));
-    this.node.scrollIntoView({ block: "end" });
-  }
-
-  handle(result) {
-    if (result.task) return this.onTask(result.task);
-    if (result.message) {
-      this.texts.set("reply", textOf(result.message.parts));
-      this.state = "message";
-      return this.render();
-    }
-    if (result.artifactUpdate) return this.onArtifact(result.artifactUpdate);
-    if (result.statusUpdate) return this.onStatus(result.statusUpdate);
-  }
-
-  onTask(task) {
-    this.taskId = task.id;
-    this.contextId = task.contextId;
-    for (const artifact of task.artifacts || []) this.addArtifact(artifact, false);
-    if (task.artifacts?.length) this.render();
-    this.onState(task.status);
-  }
-
-  onArtifact(update) {
-    this.addArtifact(update.artifact, update.append);
-    this.render();
-  }
-
-  addArtifact(artifact, append) {
-    const id = artifact.artifactId || "answer";
-    const text = textOf(artifact.parts);
-    this.texts.set(id, append ? (this.texts.get(id) || "") + text : text);
-    for (const part of artifact.parts || []) {
-      if (part.data !== undefined) this.tools.append(block("data", JSON.stringify(part.data, null, 2)));
-      if (part.raw || part.url) this.tools.append(fileLink(part));
-    }
-  }
-
-  onStatus(update) {
-    const call = update.metadata?.toolCall;
-    if (call) this.onToolCall(call);
-    if (update.metadata?.usage) this.onUsage(update.metadata.usage);
-    this.onState(update.status);
-  }
-
-  onToolCall(call) {
-    let row = this.rows.get(call.id);
-    if (!row) {
-      row = document.createElement("div");
-      row.className = "tool";
-      row.dataset.tool = call.name;
-      const name = document.createElement("span");
-      name.className = "name";
-      name.textContent = call.name;
-      const outcome = document.createElement("span");
-      outcome.className = "outcome";
-      outcome.textContent = " running…";
-      row.append(name, outcome, block("arguments", JSON.stringify(call.arguments ?? {}, null, 0)));
-      this.rows.set(call.id, row);
-      this.tools.append(row);
-    }
-    if (call.state === "finished") {
-      row.querySelector(".outcome").textContent = call.ok ? ` done in ${call.durationMs} ms` : ` failed after ${call.durationMs} ms`;
-      row.classList.toggle("failed", !call.ok);
-      row.append(block(call.ok ? "result" : "error", call.result || ""));
-    }
-  }
-
-  onUsage(usage) {
-    const line = document.createElement("div");
-    line.className = "usage";
-    line.textContent =
-      `tokens: ${usage.promptTokens ?? 0} in, ${usage.completionTokens ?? 0} out · ` +
-      `model calls: ${usage.llmCalls ?? "?"} · tool calls: ${usage.toolCalls ?? 0}`;
-    this.footer.append(line);
-  }
-
-  onState(status) {
-    if (!status) return;
-    this.state = status.state;
-    if (status.state === "TASK_STATE_INPUT_REQUIRED" || status.state === "TASK_STATE_AUTH_REQUIRED") {
-      showQuestion(this, status.message);
-    } else if (TERMINAL.includes(status.state) && status.state !== "TASK_STATE_COMPLETED") {
-      const line = document.createElement("div");
-      line.className = "state";
-      line.textContent = `${status.state.replace("TASK_STATE_", "").toLowerCase()}: ${textOf(status.message?.parts) || ""}`;
-      this.footer.append(line);
-    }
-  }
-}
-
-function block(kind, text) {
-  const pre = document.createElement("pre");
-  pre.className = kind;
-  pre.textContent = text;
-  return pre;
-}
-
-function fileLink(part) {
-  const link = document.createElement("a");
-  link.textContent = `file: ${part.filename || "download"} (${part.mediaType || "?"})`;
-  if (part.url && /^https?:/i.test(part.url)) link.href = part.url;
-  else if (part.raw) {
-    const bytes = Uint8Array.from(atob(part.raw), (c) => c.charCodeAt(0));
-    link.href = URL.createObjectURL(new Blob([bytes], { type: part.mediaType || "application/octet-stream" }));
-    link.download = part.filename || "file";
-  }
-  link.rel = "noopener noreferrer";
-  const div = document.createElement("div");
-  div.append(link);
-  return div;
-}
-
-function textOf(parts) {
-  return (parts || []).filter((part) => typeof part.text === "string").map((part) => part.text).join("");
 }
 
 // --- questions, approvals, client tools ------------------------------------------------------
@@ -272,6 +123,8 @@ async function answer(part, shown) {
   await send(shown, { taskId: state.waiting.taskId, parts: [part] });
 }
 
+TurnView.onQuestion = showQuestion;
+
 // --- sending, streaming, resuming ------------------------------------------------------------
 
 function newMessage(text, parts, taskId) {
@@ -296,6 +149,7 @@ async function send(text, { taskId = null, parts = null } = {}) {
 
 async function runStream(view, method, params, lastEventId) {
   const controller = new AbortController();
+  const savedAs = runningKey(); // the agent picked when the turn started, even if another is now
   state.running = { view, controller };
   $("cancel").hidden = false;
   let last = lastEventId;
@@ -311,7 +165,7 @@ async function runStream(view, method, params, lastEventId) {
           if (view.contextId) state.contextId = view.contextId;
           if (view.taskId) state.taskId = view.taskId;
           if (id) last = id;
-          sessionStorage.setItem(RUNNING_KEY, JSON.stringify({
+          sessionStorage.setItem(savedAs, JSON.stringify({
             taskId: view.taskId, contextId: view.contextId, lastEventId: last, texts: [...view.texts],
           }));
         },
@@ -341,12 +195,12 @@ async function runStream(view, method, params, lastEventId) {
   state.running = null;
   $("cancel").hidden = true;
   $("export").hidden = !state.taskId;
-  if (completed) sessionStorage.removeItem(RUNNING_KEY);
+  if (completed) sessionStorage.removeItem(savedAs);
   await guarded(refreshConversations);
 }
 
 async function resumeAfterReload() {
-  const saved = JSON.parse(sessionStorage.getItem(RUNNING_KEY) || "null");
+  const saved = JSON.parse(sessionStorage.getItem(runningKey()) || "null");
   if (!saved?.taskId) return false;
   state.contextId = saved.contextId;
   await openConversation(saved.contextId, { skipTask: saved.taskId });
@@ -368,7 +222,9 @@ async function filePart(file) {
 // --- conversations ---------------------------------------------------------------------------
 
 async function refreshConversations() {
+  const base = agent.base;
   const result = await agent.call("ListTasks", { pageSize: 100, historyLength: 10 });
+  if (agent.base !== base) return; // another agent was picked meanwhile: its list is shown
   const seen = new Map();
   for (const task of result.tasks || []) {
     const first = (task.history || []).find((message) => message.role === "ROLE_USER");
@@ -376,6 +232,7 @@ async function refreshConversations() {
   }
   const list = $("conversations");
   list.replaceChildren();
+  list.dataset.agent = state.agentName || ""; // whose conversations these are
   for (const [contextId, label] of seen) {
     const item = document.createElement("li");
     item.textContent = label;
@@ -391,9 +248,11 @@ async function openConversation(contextId, { skipTask = null } = {}) {
   state.contextId = contextId;
   state.waiting = null;
   $("messages").replaceChildren();
+  const base = agent.base;
   const result = await agent.call("ListTasks", {
     contextId, pageSize: 100, historyLength: 100, includeArtifacts: true,
   });
+  if (agent.base !== base) return;
   const tasks = (result.tasks || []).slice().reverse();
   for (const task of tasks) {
     for (const message of task.history || []) {
@@ -419,7 +278,49 @@ async function exportTask() {
 // --- wiring ----------------------------------------------------------------------------------
 
 async function start() {
+  const agents = await listAgents({ credentials: credentialHeaders, log: logRaw });
+  const picker = $("agent-picker");
+  picker.replaceChildren();
+  for (const { name, description } of agents || []) {
+    const option = document.createElement("option");
+    option.value = name;
+    option.textContent = name;
+    option.title = description || "";
+    picker.append(option);
+  }
+  // One agent (a server without an agents file lists its one, by its card's name; another server
+  // has no list): nothing to pick, and it is at the root.
+  const several = agents?.length > 1;
+  picker.hidden = !several;
+  const wanted = new URLSearchParams(location.search).get("agent");
+  const named = several ? agents.find((entry) => entry.name === wanted) : null;
+  await openAgent(several ? (named || agents[0]).name : null);
+  if (wanted && several && !named) notice(`This server has no agent named "${wanted}".`);
+}
+
+// Show one agent: its card, its conversations, its turn left running. null: the server's one agent.
+// The same agent again (start() after credentials were given) keeps what the page shows.
+async function openAgent(name) {
+  if (name !== state.agentName || !state.card) {
+    if (state.running) { // the turn goes on at the agent; picking it back follows it again
+      state.running.controller.abort();
+      state.running = null;
+      $("cancel").hidden = true;
+    }
+    Object.assign(state, { agentName: name, contextId: null, taskId: null, waiting: null, card: null, resumed: false });
+    agent.base = name ? `/${encodeURIComponent(name)}/` : "/";
+    $("messages").replaceChildren();
+    $("conversations").replaceChildren();
+    delete $("conversations").dataset.agent;
+    $("export").hidden = true;
+    $("input").placeholder = "Message the agent (Enter sends, Shift+Enter is a new line)";
+  }
+  if (name) {
+    $("agent-picker").value = name;
+    if (!$("agent-picker").hidden) history.replaceState(null, "", `?agent=${encodeURIComponent(name)}`);
+  }
   const card = await agent.card();
+  if (state.agentName !== name) return; // another agent was picked while its card came
   state.card = card;
   $("agent-name").textContent = card.name;
   $("agent-description").textContent = card.description || "";
@@ -428,6 +329,8 @@ async function start() {
   $("file").hidden = !modes.some((mode) => !TEXT_MODES.includes(mode));
   notice("");
   await refreshConversations();
+  if (state.resumed || state.agentName !== name) return;
+  state.resumed = true;
   await resumeAfterReload();
 }
 
@@ -464,6 +367,7 @@ $("new-conversation").addEventListener("click", () => {
   for (const item of $("conversations").children) item.classList.remove("current");
 });
 $("export").addEventListener("click", () => guarded(exportTask));
+$("agent-picker").addEventListener("change", (event) => guarded(() => openAgent(event.target.value)));
 $("raw-toggle").addEventListener("change", (event) => {
   $("raw").hidden = !event.target.checked;
 });

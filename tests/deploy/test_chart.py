@@ -5,6 +5,9 @@ run, by a private redis-server (tests.e2e_redis.support), to see its data outliv
 
 from __future__ import annotations
 
+import copy
+import json
+import os
 from pathlib import Path
 from typing import Any
 
@@ -14,6 +17,7 @@ import yaml
 from pydantic import SecretStr
 
 from app.settings import Settings
+from app.settings.agents_file import load_agents_file
 from tests.e2e_redis.support import RedisServer
 
 helm = pytest.importorskip("helm_python.chart")
@@ -326,6 +330,145 @@ def test_public_url_and_ingress_reach_the_card_and_the_host_allow_list() -> None
     assert rule["host"] == "agent.example.com"
     backend = rule["http"]["paths"][0]["backend"]["service"]
     assert backend == {"name": "demo-a2a-agent-server", "port": {"name": "http"}}
+
+
+TWO_AGENTS = [
+    {
+        "name": "triage",
+        "description": "Sorts requests and hands them on.",
+        "system_prompt": "You sort requests: research or writing?",
+        "model": "openai/gpt-4o-mini",
+        "api_key": "${OPENAI_API_KEY}",
+        "tools": ["my_tools:add", "my_tools:search"],
+        "max_iterations": 4,
+        "skills": [
+            {
+                "id": "triage",
+                "name": "Triage",
+                "description": "Sorts a request",
+                "tags": ["routing"],
+                "examples": ["Where does this go?"],
+            }
+        ],
+    },
+    {"name": "writer", "description": "Writes the answer: short, clear."},
+]
+AGENTS_DIR = "/etc/a2a-agent-server"
+
+
+def test_without_agents_the_pod_has_no_agents_file() -> None:
+    docs = render()
+    assert "ConfigMap/demo-a2a-agent-server-agents" not in docs
+    assert "AGENTS_FILE" not in config_of(docs)
+    container = server_container(docs)
+    assert [mount["mountPath"] for mount in container["volumeMounts"]] == ["/tmp"]
+    pod = docs["Deployment/demo-a2a-agent-server"]["spec"]["template"]
+    assert "checksum/agents" not in pod["metadata"]["annotations"]
+
+
+def test_agents_become_the_file_the_pod_reads_as_agents_file() -> None:
+    docs = render(agents=TWO_AGENTS, secretEnv={"OPENAI_API_KEY": "sk-secret"})
+    data = docs["ConfigMap/demo-a2a-agent-server-agents"]["data"]
+    assert list(data) == ["agents.yaml"]
+    assert yaml.safe_load(data["agents.yaml"]) == {"agents": TWO_AGENTS}
+    assert "sk-secret" not in data["agents.yaml"]  # the key stays in the Secret, by reference
+    # The server's environment names the file where the ConfigMap is mounted (read-only) ...
+    assert config_of(docs)["AGENTS_FILE"] == f"{AGENTS_DIR}/agents.yaml"
+    container = server_container(docs)
+    assert {"name": "agents", "mountPath": AGENTS_DIR, "readOnly": True} in container[
+        "volumeMounts"
+    ]
+    volumes = docs["Deployment/demo-a2a-agent-server"]["spec"]["template"]["spec"]["volumes"]
+    assert {"name": "agents", "configMap": {"name": "demo-a2a-agent-server-agents"}} in volumes
+    # ... and the referenced key reaches it from the Secret.
+    assert docs["Secret/demo-a2a-agent-server"]["stringData"] == {"OPENAI_API_KEY": "sk-secret"}
+    said = notes(agents=TWO_AGENTS)
+    assert "/triage/  Sorts requests and hands them on." in said
+    assert "/writer/  Writes the answer: short, clear." in said
+    assert "/triage/" not in notes()
+    assert_lint_clean(agents=TWO_AGENTS)
+
+
+def test_the_server_reads_the_rendered_file_as_given(
+    tmp_path: Path, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """What the pod reads at AGENTS_FILE, read by the server's own loader: the same agents, the
+    key from the environment (the Secret) where the file references it."""
+    data = render(agents=TWO_AGENTS)["ConfigMap/demo-a2a-agent-server-agents"]["data"]
+    (tmp_path / "agents.yaml").write_text(data["agents.yaml"])
+    monkeypatch.setenv("OPENAI_API_KEY", "sk-from-the-secret")
+    triage, writer = load_agents_file(str(tmp_path / "agents.yaml"))
+    assert (triage.name, writer.name) == ("triage", "writer")
+    assert triage.skills == TWO_AGENTS[0]["skills"]
+    assert triage.overrides["agent_system_prompt"] == TWO_AGENTS[0]["system_prompt"]
+    assert triage.overrides["agent_max_iterations"] == 4
+    assert triage.overrides["llm_api_key"].get_secret_value() == "sk-from-the-secret"
+    assert writer.description == TWO_AGENTS[1]["description"] and writer.overrides == {}
+
+
+def test_a_change_of_agents_rolls_the_pods() -> None:
+    def checksums(agents: list[dict[str, Any]]) -> dict[str, str]:
+        pod = render(agents=agents)["Deployment/demo-a2a-agent-server"]["spec"]["template"]
+        return pod["metadata"]["annotations"]
+
+    before = checksums(TWO_AGENTS)
+    edited = [TWO_AGENTS[0], {**TWO_AGENTS[1], "system_prompt": "Be brief."}]
+    after = checksums(edited)
+    assert before["checksum/agents"] != after["checksum/agents"]
+    assert before["checksum/config"] == after["checksum/config"]
+    assert checksums(TWO_AGENTS) == before  # the same agents: no rollout
+
+
+@pytest.mark.parametrize(
+    "agents",
+    [
+        [{"description": "no name"}],
+        [{"name": "Research Agent"}],  # not URL-safe
+        [{"name": "a", "api_key": "sk-inline-secret"}],  # secrets by reference only
+        [{"name": "a", "System_Prompt": "x"}],  # keys are lower-case setting names
+        [{"name": "a", "max_iteration": 3}],  # a misspelt key is refused, not ignored
+        [{"name": "a", "max_iterations": "many"}],  # each key has its setting's type
+        [{"name": "a", "skills": [{"id": "s"}]}],  # a skill needs a name and a description
+        {"name": "a"},  # a list, as in the file
+    ],
+)
+def test_the_schema_refuses_malformed_agents(agents: Any) -> None:
+    with pytest.raises(Exception, match="schema"):
+        render(agents=agents)
+
+
+def test_the_chart_checks_agents_with_the_agents_files_schema() -> None:
+    """`agents` is checked at install as the server checks the file (docs/agents.schema.json,
+    made from the settings), plus one rule: `api_key` only by reference, since a ConfigMap is
+    no place for a secret. `UPDATE_DOCS=1` rewrites the chart's copy."""
+    schema_path = CHART / "values.schema.json"
+    values_schema = json.loads(schema_path.read_text())
+    file_schema = json.loads((CHART.parents[1] / "docs" / "agents.schema.json").read_text())
+    expected = copy.deepcopy(file_schema["properties"]["agents"]["items"])
+    expected["properties"]["api_key"] = {
+        "type": "string",
+        "pattern": r"^\$\{[A-Za-z_][A-Za-z0-9_]*\}$",
+        "description": "A reference to an environment variable set from secretEnv or"
+        " existingSecret (`${OPENAI_API_KEY}`), never the key: the agents file is a ConfigMap.",
+    }
+    if os.environ.get("UPDATE_DOCS"):
+        values_schema["properties"]["agents"]["items"] = expected
+        schema_path.write_text(json.dumps(values_schema, indent=2) + "\n")
+    assert values_schema["properties"]["agents"]["items"] == expected, (
+        "values.schema.json's agents drifted from docs/agents.schema.json: run"
+        " UPDATE_DOCS=1 pytest tests/deploy/test_chart.py -k agents_files_schema"
+    )
+
+
+def test_duplicate_agent_names_and_two_agents_files_are_refused() -> None:
+    with pytest.raises(Exception, match='the name "writer" is given twice'):
+        render(agents=[*TWO_AGENTS, {"name": "writer"}])
+    with pytest.raises(Exception, match="not both"):
+        render(agents=TWO_AGENTS, config={"AGENTS_FILE": "/mine/agents.yaml"})
+    # A file of one's own, mounted some other way, passes through as any setting.
+    docs = render(config={"AGENTS_FILE": "/mine/agents.yaml"})
+    assert config_of(docs)["AGENTS_FILE"] == "/mine/agents.yaml"
+    assert "ConfigMap/demo-a2a-agent-server-agents" not in docs
 
 
 def test_a_grpc_port_gets_a_container_port_and_a_service_port() -> None:

@@ -89,6 +89,19 @@ def test_card_and_send_stream_the_answer(server, fake_llm, marker):
     assert "· calling add" in done.stderr and "· add finished" in done.stderr
 
 
+def test_agents_of_a_server_of_one_agent_is_its_card(server):
+    """Without an agents file, the server lists its one agent: the root card's."""
+    card = json.loads(a2a("card", server.url, "--json").stdout)
+    card_url = f"{server.url}/.well-known/agent-card.json"
+    listed = a2a("agents", server.url)
+    assert (listed.returncode, listed.stderr) == (0, ""), listed.stderr
+    assert listed.stdout == f"{card['name']}  {card_url}  {card['description']}\n"
+    as_json = a2a("agents", server.url, "--json")
+    assert [json.loads(line) for line in as_json.stdout.splitlines()] == [
+        {"name": card["name"], "description": card["description"], "url": card_url}
+    ]
+
+
 def test_json_prints_one_event_per_line(server, fake_llm, marker):
     fake_llm.script(text(["a", "b", "c"], when_user_contains=marker))
     done = a2a("send", server.url, f"json {marker}", "--json")
@@ -204,6 +217,11 @@ def test_the_official_sdks_server_as_a_foreign_agent(generation):
         assert f"· {generation} is on it" in done.stderr
         asked = a2a("send", card_url, "weather in a city")
         assert asked.returncode == 3 and "? Which city?" in asked.stderr, asked.stderr
+        # A server without an agent list (/agents is 404) is one agent: its card's.
+        listed = a2a("agents", card_url, "--json")
+        (agent,) = map(json.loads, listed.stdout.splitlines())
+        assert agent["url"] == card_url and agent["name"]
+        assert listed.stderr == f"{card_url} serves one agent (it has no /agents list)\n"
     finally:
         process.kill()
         process.wait()

@@ -13,6 +13,7 @@ from pathlib import Path
 import httpx
 import pytest
 
+from app.console_routes import FILES
 from tests.e2e.harness import ROOT, ServerProcess
 from tests.fakes.fake_llm import text, tool_calls
 
@@ -72,11 +73,22 @@ def test_the_page_is_served_offline_under_a_strict_policy(server):
     policy = response.headers["content-security-policy"]
     assert "script-src 'self'" in policy and "default-src 'none'" in policy
     assert "unsafe-inline" not in policy and "unsafe-eval" not in policy
-    for name in ("index.html", "console.js", "a2a.js", "markdown.js", "console.css"):
+    assert {path.name for path in STATIC.iterdir()} == set(FILES)  # every file is served
+    for name in FILES:
         source = (STATIC / name).read_text()
         assert "//cdn" not in source and "https://" not in source.replace("https?:", ""), name
         assert httpx.get(f"{server.url}/console/{name}", timeout=10).status_code == 200
     assert httpx.get(server.url + "/console/../app/main.py", timeout=10).status_code == 404
+
+
+def test_a_server_of_one_agent_offers_no_agent_to_pick(page, server):
+    """Without an agents file, /agents lists the one agent: no picker, the console talks to `/`."""
+    (listed,) = httpx.get(server.url + "/agents", timeout=10).json()["agents"]
+    assert listed["url"] == server.url + "/.well-known/agent-card.json"
+    assert page.is_hidden("#agent-picker")
+    card = httpx.get(server.url + "/.well-known/agent-card.json", timeout=10).json()
+    assert page.inner_text("#agent-name") == card["name"]
+    assert "?agent=" not in page.url
 
 
 def test_a_streamed_answer_shows_before_the_turn_ends(page, fake_llm, marker):
@@ -224,6 +236,14 @@ def test_credentials_are_asked_for_and_used(browser, fake_llm, marker):
     context = browser.new_context()
     try:
         page = context.new_page()
+        looks = []  # the page's looks at /agents: the second, with credentials, is held back
+
+        def hold_the_second(route):
+            looks.append(route)
+            if len(looks) == 1:
+                route.continue_()
+
+        page.route("**/agents", hold_the_second)
         page.goto(locked.url + "/console")
         page.wait_for_selector("#auth-dialog[open]")
         assert "401" in page.inner_text("#notice")
@@ -233,6 +253,11 @@ def test_credentials_are_asked_for_and_used(browser, fake_llm, marker):
         fake_llm.script(text("let in", when_user_contains=marker))
         say(page, f"auth {marker}")
         page.wait_for_function("() => document.body.innerText.includes('let in')")
+        # The page re-reading the agents meanwhile (a slow answer) leaves the conversation be.
+        assert len(looks) == 2
+        looks[1].continue_()
+        page.wait_for_load_state("networkidle")
+        assert page.locator(".message.agent .answer", has_text="let in").count() == 1
     finally:
         context.close()
         locked.cleanup()

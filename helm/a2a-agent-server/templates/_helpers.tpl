@@ -21,6 +21,15 @@ app.kubernetes.io/instance: {{ .Release.Name }}
 {{- printf "%s-redis" (include "a2a.fullname" .) | trunc 63 | trimSuffix "-" -}}
 {{- end -}}
 
+{{- /* The ConfigMap holding the agents file, and where the pod reads it (AGENTS_FILE). */ -}}
+{{- define "a2a.agentsName" -}}
+{{- printf "%s-agents" (include "a2a.fullname" .) | trunc 63 | trimSuffix "-" -}}
+{{- end -}}
+
+{{- define "a2a.agentsDir" -}}
+/etc/a2a-agent-server
+{{- end -}}
+
 {{- /* The StatefulSet's governing (headless) Service; the server reaches Redis through the
   ClusterIP Service instead, whose address stays the same when the Redis pod is replaced. */ -}}
 {{- define "a2a.redisHeadlessName" -}}
@@ -80,6 +89,17 @@ true
 {{- define "a2a.validate" -}}
 {{- if and (include "a2a.multiReplica" .) (not (include "a2a.hasRedis" .)) -}}
 {{- fail "More than one replica needs a shared Redis: with in-memory stores (redis.enabled=false and no REDIS_URL) each pod keeps its own tasks and conversations and loses them when it stops. Keep the bundled Redis (redis.enabled=true, the default) or give yours (config.REDIS_URL, or secretEnv.REDIS_URL / existingSecret with redis.urlInSecret=true); or run one replica (replicaCount=1, autoscaling.enabled=false) to try it out." -}}
+{{- end -}}
+{{- if and .Values.agents .Values.config.AGENTS_FILE -}}
+{{- fail "Give the agents either as `agents` (the chart mounts them and sets AGENTS_FILE) or as config.AGENTS_FILE (a file you mount yourself), not both." -}}
+{{- end -}}
+{{- /* A duplicate name would make the server refuse to start: say so at install instead. */ -}}
+{{- $names := list -}}
+{{- range .Values.agents -}}
+{{- if has .name $names -}}
+{{- fail (printf "agents: the name %q is given twice; each agent is served at /{name}/, so names must be unique." .name) -}}
+{{- end -}}
+{{- $names = append $names .name -}}
 {{- end -}}
 {{- $grace := .Values.config.A2A_SHUTDOWN_GRACE_S | default "20" | float64 -}}
 {{- if le (float64 .Values.terminationGracePeriodSeconds) (addf $grace .Values.preStopSeconds) -}}
