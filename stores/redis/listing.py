@@ -21,11 +21,13 @@ pipeline. An entry whose task is gone (expired) or whose score the hash disagree
 step after a task write lost to a cut connection on a cluster; a publish by a replica from before
 the by-state index, during a rolling deploy) is left out and repaired (REPAIR_LISTING: moved to its
 task's scores, or removed), and the list reads on until its page is full. A repair applies only to
-an entry still at the score read, so it never undoes a concurrent publish. A moved task shows at
-its place from the next list on. `total_size` leaves out the entries of the range this list found
-not to match; each list also checks the oldest entries of its range old enough to have expired
-(`_TAIL` of them), so that expired tasks leave the count long before a page reaches them. Until
-some list meets it, an expired task is still counted.
+an entry still at the score read, so it never undoes a concurrent publish. A task that moved
+between the index read and the hash read is listed at the entry's place this once (at its new
+place from the next list on): left out, a list racing a task's state change would miss it.
+`total_size` leaves out the entries of the range this list found not to match; each list also checks
+the oldest entries of its range old enough to have expired (`_TAIL` of them), so that expired tasks
+leave the count long before a page reaches them. Until some list meets it, an expired task is still
+counted.
 
 A by-state index with fewer entries than its pair (tasks created before it existed, or by a replica
 from before it during a rolling deploy) is rebuilt from the by-time index, O(N) once, by the state
@@ -292,10 +294,13 @@ class TaskLists:
             if not span.matches(fields):
                 scan.unmatched.add(task_id)
             if span.score(fields) != score:
-                scan.repairs[task_id] = (score, fields)  # left out here, listed where it belongs
-            elif on_page and task_id not in scan.unmatched and task_id not in scan.seen:
+                scan.repairs[task_id] = (score, fields)
+            # A task that moved since its entry was read (a publish between the two round trips)
+            # is listed this once at the entry's place: left out, it would be on no page of this
+            # list (its new place is above the one read). The cursor keeps the entry's time.
+            if on_page and task_id not in scan.unmatched and task_id not in scan.seen:
                 scan.seen.add(task_id)
-                scan.matching.append((fields.ms, task_id, reply[3]))
+                scan.matching.append((score % _MS_SPAN, task_id, reply[3]))
 
     async def _repair(
         self, keys: Sequence[str], span: _Range, repairs: dict[str, tuple[int, _Fields | None]]
