@@ -11,8 +11,7 @@ declares, and the ones that are on for a request.
 
 Activation is done by the edge for every A2A operation (`Edge.context_of`, app/http/edge.py),
 so a binding that builds its call context there (gRPC, from its metadata) activates them the
-same way and echoes `echo_headers(context)`; one that reads the requested URIs itself calls
-`Extensions.negotiate` instead.
+same way and echoes `echo_headers(context)`.
 """
 
 from __future__ import annotations
@@ -25,7 +24,6 @@ from app.call_context import (
     EXTENSIONS_HEADER,
     LEGACY_EXTENSIONS_HEADER,
     CallContext,
-    parse_extensions,
 )
 from app.errors import ExtensionSupportRequiredError
 
@@ -74,17 +72,6 @@ class Extensions:
                 extensions=",".join(missing),
             )
         return requested & self._uris if requested else frozenset()
-
-    def negotiate(
-        self, values: Iterable[str]
-    ) -> tuple[frozenset[str], ExtensionSupportRequiredError | None]:
-        """For a binding that reads the requested URIs itself (gRPC: every value of the
-        `a2a-extensions` and `x-a2a-extensions` metadata keys): (the activated URIs, None), or
-        (nothing, the error to answer with)."""
-        try:
-            return self.activate(parse_extensions(",".join(values))), None
-        except ExtensionSupportRequiredError as error:
-            return frozenset(), error
 
 
 def echoed(activated: frozenset[str]) -> str | None:

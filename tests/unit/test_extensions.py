@@ -19,7 +19,7 @@ from agent.extensions import AgentExtension
 from agent.hooks import Hooks
 from agent.runtime.supervisor import TurnSupervisor
 from agent.tools.base import ToolProvider, ToolSpec
-from app.call_context import CallContext
+from app.call_context import CallContext, parse_extensions
 from app.errors import ExtensionSupportRequiredError
 from app.extensions import ExtensionDeclarationError, Extensions, echo_headers, echoed
 from app.http.auth import Authenticator
@@ -76,8 +76,8 @@ def test_declared_ones_requested_are_activated_and_others_ignored() -> None:
     extensions = Extensions([AgentExtension(uri=A), AgentExtension(uri=B)])
     assert extensions.activate(frozenset({A, "urn:undeclared"})) == {A}
     assert extensions.activate(frozenset()) == frozenset()
-    # gRPC: the values of its metadata, each possibly a comma-separated list
-    assert extensions.negotiate([f" {A} ,, ", f"{B}", "urn:x"]) == ({A, B}, None)
+    # a header (or gRPC metadata value) is a comma-separated list
+    assert extensions.activate(parse_extensions(f" {A} ,, ,{B},urn:x")) == {A, B}
 
 
 def test_a_required_one_not_requested_refuses_the_request() -> None:
@@ -91,9 +91,7 @@ def test_a_required_one_not_requested_refuses_the_request() -> None:
         400,
     )
     assert error.metadata == {"extensions": REQUIRED}
-    activated, error_ = extensions.negotiate([A])
-    assert activated == frozenset() and isinstance(error_, ExtensionSupportRequiredError)
-    assert extensions.negotiate([f"{REQUIRED},{A}"]) == ({REQUIRED, A}, None)
+    assert extensions.activate(parse_extensions(f"{REQUIRED},{A}")) == {REQUIRED, A}
 
 
 def test_the_headers_are_read_under_both_names_and_echoed_as_the_client_spoke() -> None:
