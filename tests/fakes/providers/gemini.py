@@ -19,7 +19,8 @@ What it refuses, as the real API does:
 - a content role other than `user` / `model` (the system prompt is the top-level
   `systemInstruction`);
 - function responses that do not answer the calls of the model turn just before them, in
-  count and names (https://ai.google.dev/gemini-api/docs/function-calling);
+  count and names, and a function-call turn that does not follow a user turn (or a function
+  response turn) (https://ai.google.dev/gemini-api/docs/function-calling);
 - with `require_thought_signatures` (Gemini 3 models), a function-call turn of the current
   turn whose first `functionCall` does not carry the signature this fake minted for it.
 
@@ -125,6 +126,15 @@ class GeminiFake(ProviderFake):
             ]
             if responses:
                 self._check_answers(contents, index, responses)
+            before = contents[index - 1] if index > 0 else None
+            if any(get(p, "functionCall") for p in parts(content)) and (
+                before is None or before.get("role", "user") != "user"
+            ):
+                raise Refusal(
+                    400,
+                    "Please ensure that function call turn comes immediately after a user turn"
+                    " or after a function response turn.",
+                )
         if self.require_thought_signatures:
             self._check_signatures(contents)
 

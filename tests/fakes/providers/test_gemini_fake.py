@@ -92,6 +92,7 @@ def test_a_thinking_tool_round_streams_thought_then_signed_calls(fake):
         ([user("x"), calls("add", "add"), answers("add")], "number of function response parts"),
         ([user("x"), calls("add", "mul"), answers("add", "add")], "do not match"),
         ([user("x"), answers("add")], "immediately after a function call turn"),
+        ([calls("add"), answers("add")], "function call turn comes immediately after a user turn"),
     ],
 )
 def test_refusals_of_the_real_api(fake, contents, says):

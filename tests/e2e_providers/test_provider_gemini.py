@@ -1,0 +1,29 @@
+"""Gemini through the agent (tests/fakes/providers/gemini.py): the contract, and what only this
+wire shows: its path under /v1beta, its key header, and calls answered by name."""
+
+from __future__ import annotations
+
+import pytest
+
+from tests.e2e_providers.contract import ProviderContract
+from tests.e2e_providers.wires import GeminiWire
+from tests.fakes.providers.gemini import GeminiFake
+
+pytestmark = pytest.mark.timeout(90)
+
+
+@pytest.fixture(scope="module")
+def wire():
+    with GeminiFake() as fake:
+        yield GeminiWire(fake)
+
+
+class TestGemini(ProviderContract):
+    def test_the_request_is_addressed_as_google_documents(self, rpc, wire, marker):
+        wire.tool_calls([("add", {"a": 1, "b": 1})], marker)
+        wire.text(["two"], marker)
+        assert rpc.send(f"one plus one {marker}")["status"]["state"] == "TASK_STATE_COMPLETED"
+        first, second = wire.fake.requests_for(marker)
+        assert first.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
+        assert first.query == {"alt": ["sse"]} and first.headers["x-goog-api-key"] == "sk-test"
+        assert [c["role"] for c in second.body["contents"]] == ["user", "model", "user"]
