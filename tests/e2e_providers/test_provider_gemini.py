@@ -5,8 +5,10 @@ from __future__ import annotations
 
 import pytest
 
+from tests.e2e.wire import artifact_text
 from tests.e2e_providers.contract import ProviderContract
 from tests.e2e_providers.wires import GeminiWire
+from tests.fakes.providers import script
 from tests.fakes.providers.gemini import GeminiFake
 
 pytestmark = pytest.mark.timeout(90)
@@ -27,3 +29,13 @@ class TestGemini(ProviderContract):
         assert first.path == "/v1beta/models/gemini-2.5-flash:streamGenerateContent"
         assert first.query == {"alt": ["sse"]} and first.headers["x-goog-api-key"] == "sk-test"
         assert [c["role"] for c in second.body["contents"]] == ["user", "model", "user"]
+
+    def test_a_thought_summary_never_reaches_the_answer(self, rpc, wire, marker):
+        # Gemini 2.5 thinks by default; a thought part (thought: true) is not answer text.
+        wire.fake.script(
+            script.text(["Visible."], thinking="private musing", when_user_contains=marker)
+        )
+        task = rpc.send(f"think first {marker}")
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        assert artifact_text(task) == "Visible."
+        assert "private musing" not in str(task)
