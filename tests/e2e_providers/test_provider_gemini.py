@@ -39,3 +39,25 @@ class TestGemini(ProviderContract):
         assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
         assert artifact_text(task) == "Visible."
         assert "private musing" not in str(task)
+
+    def test_a_thought_signature_goes_back_with_its_function_call(self, rpc, wire, marker):
+        # Gemini 3 refuses a function-call turn without the thoughtSignature of its first call.
+        # LiteLLM carries it inside the tool call's id, which the engine keeps unchanged.
+        wire.fake.script(
+            script.tool_calls(
+                [("add", {"a": 2, "b": 2}), ("add", {"a": 3, "b": 3})],
+                thinking="two sums",
+                when_user_contains=marker,
+            ),
+            script.text(["Four and six."], when_user_contains=marker),
+        )
+        wire.fake.require_thought_signatures = True
+        try:
+            task = rpc.send(f"signed round {marker}")
+        finally:
+            wire.fake.require_thought_signatures = False
+        assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+        assert artifact_text(task) == "Four and six."
+        _, second = wire.requests(marker)
+        first_call = second["contents"][-2]["parts"][0]
+        assert first_call["thoughtSignature"] == wire.fake.sign("add", {"a": 2, "b": 2})
