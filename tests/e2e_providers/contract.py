@@ -98,6 +98,13 @@ class ProviderContract:
         usage = task["metadata"]["usage"]
         assert (usage["promptTokens"], usage["completionTokens"]) == (321, 17), usage
 
+    def test_an_answer_cut_off_by_the_output_limit_fails_saying_so(self, rpc, wire: Wire, marker):
+        # Anthropic's stop_reason max_tokens, Gemini's MAX_TOKENS, Ollama's done_reason length.
+        wire.cut_off_text(["The beginning of a long"], marker)
+        task = rpc.send(f"write a lot {marker}")
+        assert state(task) == "TASK_STATE_FAILED", task["status"]
+        assert "cut off by its output token limit" in status_text(task), task["status"]
+
     def test_a_rate_limit_is_retried_then_answered(self, rpc, wire: Wire, marker):
         wire.error(429, "slow down", marker, 1)
         wire.text(["After the wait."], marker)

@@ -47,6 +47,14 @@ class Wire:
     def auth_error(self, message: str, marker: str) -> None:
         self.error(401, message, marker, None)
 
+    cut_off = "length"
+    """The stop reason this provider gives an answer its output token limit cut off."""
+
+    def cut_off_text(self, chunks: list[str], marker: str) -> None:
+        reply = script.text(chunks, when_user_contains=marker)
+        reply.stop_reason = self.cut_off
+        self.fake.script(reply)
+
     def requests(self, marker: str) -> list[dict[str, Any]]:
         """The bodies of the requests for `marker`, refused ones excluded (none expected)."""
         records = self.fake.requests_for(marker)
@@ -75,6 +83,7 @@ class Wire:
 class AnthropicWire(Wire):
     model = "anthropic/claude-haiku-4-5"
     overloaded = 529
+    cut_off = "max_tokens"
 
     def system(self, body: dict[str, Any]) -> list[str]:
         system = body.get("system")
@@ -116,6 +125,7 @@ class AnthropicWire(Wire):
 class GeminiWire(Wire):
     model = "gemini/gemini-2.5-flash"
     overloaded = 503
+    cut_off = "MAX_TOKENS"
 
     def auth_error(self, message: str, marker: str) -> None:
         # Google answers a bad key with 400 INVALID_ARGUMENT "API key not valid", not a 401.
@@ -200,6 +210,9 @@ class OpenAIWire(Wire):
 
     def tool_calls(self, calls: list[tuple[str, dict[str, Any]]], marker: str) -> None:
         self.fake.script(fake_llm.tool_calls(calls, when_user_contains=marker))
+
+    def cut_off_text(self, chunks: list[str], marker: str) -> None:
+        self.fake.script(fake_llm.text(chunks, finish_reason="length", when_user_contains=marker))
 
     def error(self, status: int, message: str, marker: str, times: int | None) -> None:
         self.fake.script(fake_llm.error(status, message, when_user_contains=marker, times=times))
