@@ -24,8 +24,6 @@ from stores.models import ToolCall
 logger = logging.getLogger(__name__)
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
-ASKING_STATUS = frozenset({429, 503, 529})
-"""Statuses whose `retry-after` is waited for (RFC 9110 and 6585; 529: Anthropic's overload)."""
 FAILURES = {
     "timeout": "the model provider timed out",
     "rate_limited": "the model provider is rate limiting this server",
@@ -91,10 +89,9 @@ def _is_transient(exc: Exception) -> bool:
 
 
 def _asked_delay(exc: Exception) -> float | None:
-    """The wait a 429, 503 or 529 asks for in its `retry-after` (LiteLLM keeps the provider's
-    response headers on the exception it raises)."""
-    if getattr(exc, "status_code", None) not in ASKING_STATUS:
-        return None
+    """The wait a failed response asks for in its `retry-after` (LiteLLM keeps the provider's
+    response headers on the exception it raises). Any retried status's, not only 429's and
+    503's: LiteLLM raises Anthropic's 529 (overloaded) as a 500, its status lost."""
     headers = getattr(exc, "litellm_response_headers", None)
     if headers is None:
         headers = getattr(getattr(exc, "response", None), "headers", None)
