@@ -101,8 +101,9 @@ class EngineSettings(BaseSettings):
     llm_timeout_s: float = Field(
         120.0,
         gt=0,
-        description="Time budget of one model call to one model, its retries included (a"
-        " retry the provider asks to be later than that fails the call at once).",
+        description="Timeout of one model call, and the time its retries must start within,"
+        " counted from its first attempt (a `retry-after` asking for longer fails the call at"
+        " once); each fallback model has its own.",
     )
     llm_num_retries: int = Field(
         2,
