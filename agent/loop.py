@@ -288,8 +288,7 @@ class AgentLoop:
         finally:
             span.end()
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
-        state.prompt_tokens += response.usage.prompt_tokens
-        state.completion_tokens += response.usage.completion_tokens
+        _count(state, response.usage)
         await self._hooks.after_llm_call(turn, response)
         if response.finish_reason == "length":
             raise _TurnEnded(
@@ -325,7 +324,12 @@ class AgentLoop:
 
     @staticmethod
     def _usage(state: LoopState) -> Usage:
-        return Usage(prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens)
+        return Usage(
+            prompt_tokens=state.prompt_tokens,
+            completion_tokens=state.completion_tokens,
+            cost_usd=None if state.unpriced_calls else state.cost_usd,
+            model=state.model,
+        )
 
     def _failed(self, reason: str, state: LoopState, *, rejected: bool = False) -> TurnFailed:
         return TurnFailed(
@@ -335,3 +339,15 @@ class AgentLoop:
             tool_calls=state.tool_calls_made,
             rejected=rejected,
         )
+
+
+def _count(state: LoopState, usage: Usage) -> None:
+    """One call's usage into the turn's: tokens, the answering model, and the cost (known
+    for the turn only while every call's price was)."""
+    state.prompt_tokens += usage.prompt_tokens
+    state.completion_tokens += usage.completion_tokens
+    state.model = usage.model or state.model
+    if usage.cost_usd is None:
+        state.unpriced_calls += 1
+    else:
+        state.cost_usd = (state.cost_usd or 0.0) + usage.cost_usd

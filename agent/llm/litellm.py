@@ -17,6 +17,8 @@ from typing import Any
 
 from agent.events import Usage
 from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.fallbacks import ModelRoute
+from agent.llm.retries import GiveUp, Retry, RetrySchedule, asked_delay
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -86,6 +88,27 @@ def _is_transient(exc: Exception) -> bool:
     return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
 
 
+def _asked_delay(exc: Exception) -> float | None:
+    """The wait a failed response asks for in its `retry-after` (LiteLLM keeps the provider's
+    response headers on the exception it raises). Any retried status's, not only 429's and
+    503's: LiteLLM raises Anthropic's 529 (overloaded) as a 500, its status lost."""
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    return asked_delay(headers)
+
+
+class _RouteFailed(Exception):
+    """A model failed after its retries: `failure` is its class (a key of FAILURES)."""
+
+    def __init__(self, failure: str, *, transient: bool, answered: bool) -> None:
+        super().__init__(failure)
+        self.failure = failure
+        self.transient = transient
+        self.answered = answered
+        """Text of this call had reached the client: no other model may start over."""
+
+
 class LiteLLMClient(LLMClient):
     def __init__(
         self,
@@ -96,6 +119,8 @@ class LiteLLMClient(LLMClient):
         timeout_s: float = 120.0,
         num_retries: int = 2,
         retry_backoff_s: float = 0.5,
+        params: dict[str, Any] | None = None,
+        fallbacks: list[ModelRoute] | None = None,
     ) -> None:
         self._model = model
         self._api_base = api_base
@@ -103,7 +128,11 @@ class LiteLLMClient(LLMClient):
         self._timeout_s = timeout_s
         self._num_retries = num_retries
         self._retry_backoff_s = retry_backoff_s
+        self._params = dict(params or {})
+        self._routes = [ModelRoute(model=model, api_base=api_base, api_key=api_key)]
+        self._routes += fallbacks or []
         self._window: object = _UNKNOWN
+        self._prices: dict[str, bool] = {}
 
     async def warm_up(self) -> None:
         """Load LiteLLM without blocking the event loop (at once if it is already loaded)."""
@@ -128,45 +157,78 @@ class LiteLLMClient(LLMClient):
         # While the warm-up thread still imports, a synchronous import here would stall the loop.
         await self.warm_up()
         litellm = import_litellm()
-        attempt = 0
+        last = len(self._routes) - 1
+        for index, route in enumerate(self._routes):
+            try:
+                async for item in self._with_retries(litellm, route, request):
+                    yield item
+                return
+            except _RouteFailed as failed:
+                if failed.answered or index == last:
+                    raise LLMError(FAILURES[failed.failure], transient=failed.transient) from (
+                        failed.__cause__
+                    )
+                logger.warning(
+                    "model=<%s>, failure=<%s>, fallback=<%s> | trying the next model",
+                    route.model,
+                    failed.failure,
+                    self._routes[index + 1].model,
+                )
+
+    async def _with_retries(
+        self, litellm: ModuleType, route: ModelRoute, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMResponse]:
+        """One model's attempts: retried while transient, nothing has reached the client, and
+        the schedule (LLM_NUM_RETRIES within LLM_TIMEOUT_S) allows. LiteLLM's own retries are
+        off (`num_retries=0`), so each attempt is one request."""
+        schedule = RetrySchedule(
+            num_retries=self._num_retries,
+            backoff_s=self._retry_backoff_s,
+            budget_s=self._timeout_s,
+        )
         while True:
             produced = False
             try:
-                async for item in self._stream_once(litellm, request):
-                    produced = True
+                async for item in self._stream_once(litellm, request, route):
+                    if isinstance(item, LLMText):
+                        produced = True
                     yield item
                 return
             except LLMError:
                 raise
             except Exception as exc:
                 transient = _is_transient(exc)
-                # Once text reached the client a retry would repeat it: only retry clean failures.
-                if transient and not produced and attempt < self._num_retries:
-                    attempt += 1
-                    delay = self._retry_backoff_s * 2 ** (attempt - 1)
-                    logger.warning(
-                        "model=<%s>, attempt=<%d> | transient model error %s, retrying in %.1fs",
-                        self._model,
-                        attempt,
-                        type(exc).__name__,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-                    continue
                 failure = classify(exc)
+                # Once text reached the client a retry would repeat it: only retry clean failures.
+                if transient and not produced:
+                    match schedule.after_failure(asked_s=_asked_delay(exc)):
+                        case Retry(delay_s=delay):
+                            logger.warning(
+                                "model=<%s>, attempt=<%d> | transient model error %s,"
+                                " retrying in %.2fs",
+                                route.model,
+                                schedule.retries,
+                                type(exc).__name__,
+                                delay,
+                            )
+                            await asyncio.sleep(delay)
+                            continue
+                        case GiveUp(past_budget=True):
+                            failure = "rate_limited"  # asked to wait past what the call has left
                 logger.warning(
                     "model=<%s>, failure=<%s> | model call failed: %s",
-                    self._model,
+                    route.model,
                     failure,
-                    self._describe(exc),
+                    self._describe(exc, route),
                 )
-                raise LLMError(FAILURES[failure], transient=transient) from exc
+                raise _RouteFailed(failure, transient=transient, answered=produced) from exc
 
     async def _stream_once(
-        self, litellm: ModuleType, request: LLMRequest
+        self, litellm: ModuleType, request: LLMRequest, route: ModelRoute
     ) -> AsyncIterator[LLMText | LLMResponse]:
         arguments: dict[str, Any] = {
-            "model": self._model,
+            **self._params,  # first: the keys below are the adapter's (LLM_PARAMS refuses them)
+            "model": route.model,
             "messages": request.messages,
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -175,22 +237,19 @@ class LiteLLMClient(LLMClient):
         }
         if request.tools:
             arguments["tools"] = request.tools
-        if self._api_base:
-            arguments["api_base"] = self._api_base
-        if self._api_key:
-            arguments["api_key"] = self._api_key
+        if route.api_base:
+            arguments["api_base"] = route.api_base
+        if route.api_key:
+            arguments["api_key"] = route.api_key
         response = await litellm.acompletion(**arguments)
         content: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish_reason: str | None = None
-        usage = Usage()
+        reported: Any = None
         async for chunk in response:
             chunk_usage = getattr(chunk, "usage", None)
             if chunk_usage:
-                usage = Usage(
-                    prompt_tokens=chunk_usage.prompt_tokens or 0,
-                    completion_tokens=chunk_usage.completion_tokens or 0,
-                )
+                reported = chunk_usage
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -217,9 +276,42 @@ class LiteLLMClient(LLMClient):
             content="".join(content),
             tool_calls=tool_calls,
             finish_reason=finish_reason,
-            usage=usage,
+            usage=self._usage(litellm, route.model, reported),
         )
 
-    def _describe(self, exc: Exception) -> str:
+    def _usage(self, litellm: ModuleType, model: str, reported: Any) -> Usage:
+        """The provider's token counts, the model that answered, and what the call cost by
+        LiteLLM's price map (cache and reasoning tokens as the map prices them)."""
+        if reported is None:
+            return Usage(model=model)
+        cost = None
+        if self._priced(litellm, model):
+            try:
+                prompt_cost, completion_cost = litellm.cost_per_token(
+                    model=model, usage_object=reported
+                )
+                cost = float(prompt_cost) + float(completion_cost)
+            except Exception as exc:  # no price after all: no cost rather than a made-up one
+                logger.debug("model=<%s> | no cost: %s", model, exc)
+        return Usage(
+            prompt_tokens=reported.prompt_tokens or 0,
+            completion_tokens=reported.completion_tokens or 0,
+            cost_usd=cost,
+            model=model,
+        )
+
+    def _priced(self, litellm: ModuleType, model: str) -> bool:
+        """Whether LiteLLM's map has the model's token prices (looked up once per model).
+        Asked of the map itself: LiteLLM's cost functions answer 0 for some models it has no
+        price for (a local Ollama model), and 0 would be a made-up cost."""
+        if (known := self._prices.get(model)) is None:
+            names = (model, model.split("/", 1)[-1])
+            known = any(
+                "input_cost_per_token" in (litellm.model_cost.get(name) or {}) for name in names
+            )
+            self._prices[model] = known
+        return known
+
+    def _describe(self, exc: Exception, route: ModelRoute) -> str:
         """The provider's error text for the log, with no secret in it."""
-        return redact(f"{type(exc).__name__}: {exc}", self._api_key)[:500]
+        return redact(f"{type(exc).__name__}: {exc}", route.api_key)[:500]

@@ -149,6 +149,9 @@ class TurnPublisher:
                     ok=True,
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
+                    model=usage.model,
+                    cost_usd=usage.cost_usd,
+                    owner=turn.owner,
                 )
             case TurnCompleted():
                 await self._complete(turn, event)
@@ -389,10 +392,15 @@ def _json_or_text(arguments: str) -> object:
         return arguments
 
 
-def _usage(event: TurnCompleted | TurnFailed) -> dict[str, int]:
-    return {
+def _usage(event: TurnCompleted | TurnFailed) -> dict[str, object]:
+    usage: dict[str, object] = {
         "promptTokens": event.usage.prompt_tokens,
         "completionTokens": event.usage.completion_tokens,
         "llmCalls": event.llm_calls,
         "toolCalls": event.tool_calls,
     }
+    if event.usage.model is not None:
+        usage["model"] = event.usage.model
+    if event.usage.cost_usd is not None:  # no price known: no cost, never a made-up 0
+        usage["costUsd"] = round(event.usage.cost_usd, 10)
+    return usage

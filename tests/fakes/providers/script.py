@@ -5,6 +5,7 @@ A `Reply` is in no provider's shape: each fake renders it in its own wire format
 
 from __future__ import annotations
 
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass, field
 from typing import Any
@@ -122,6 +123,8 @@ class Recorded:
     headers: dict[str, str]
     body: dict[str, Any]
     reply: Reply | None = None
+    received_at: float = field(default_factory=time.monotonic)
+    """When the whole request had arrived (time.monotonic, in the test's process)."""
     refused: str | None = None
     """The refusal message when the fake refused the request as the real API would."""
 
