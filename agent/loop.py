@@ -24,6 +24,7 @@ from agent.events import (
     LLMCallFinished,
     LLMCallStarted,
     MessagesCommitted,
+    ReasoningDelta,
     TextDelta,
     TextSink,
     TurnCompleted,
@@ -33,7 +34,15 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import HookChain, HookFailed
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMRequest,
+    LLMResponse,
+    LLMText,
+    ThinkingReplay,
+)
+from agent.llm.reasoning import replayed
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
 from agent.tools.control import ASK_USER, CONTROL_TOOLS, FINISH
@@ -48,9 +57,12 @@ ANSWER_SEPARATOR = "\n\n"
 """Between the texts of two model calls of one turn, so the answer reads as paragraphs."""
 
 
-def to_llm_message(message: ChatMessage) -> dict[str, Any]:
-    """A stored conversation message in the OpenAI chat format LiteLLM takes."""
+def to_llm_message(message: ChatMessage, replay: ThinkingReplay | None = None) -> dict[str, Any]:
+    """A stored conversation message in the OpenAI chat format LiteLLM takes; its reasoning
+    with it in the form `replay` says the model takes it back (not at all: None)."""
     payload: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.thinking is not None and replay is not None:
+        payload.update(replayed(message.thinking, replay))
     if message.tool_calls:
         payload["tool_calls"] = [
             {
@@ -78,6 +90,14 @@ def _add_answer_text(state: LoopState, text: str, *, new_paragraph: bool) -> lis
     return [TextDelta(text=text)]
 
 
+def add_usage_details(state: LoopState, usage: Usage) -> None:
+    """Count a call's reasoning and cache tokens in the turn's (reported by some providers)."""
+    if usage.reasoning_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
+        state.reasoning_tokens += usage.reasoning_tokens
+        state.cache_read_tokens += usage.cache_read_tokens
+        state.cache_write_tokens += usage.cache_write_tokens
+
+
 class _TurnEnded(Exception):
     def __init__(self, event: TurnFailed) -> None:
         self.event = event
@@ -97,8 +117,10 @@ class AgentLoop:
         ask_user_tool: bool = True,
         finish_tool: bool = True,
         max_messages: int | None = None,
+        stream_reasoning: bool = False,
     ) -> None:
         self._llm = llm
+        self._stream_reasoning = stream_reasoning  # AGENT_REASONING=stream
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._max_messages = max_messages
@@ -234,23 +256,27 @@ class AgentLoop:
                 finish_reason=response.finish_reason,
             )
             if not response.tool_calls:
-                answer = ChatMessage(role="assistant", content=response.content or None)
+                answer = ChatMessage(
+                    role="assistant", content=response.content or None, thinking=response.thinking
+                )
                 state.conversation.append(answer)
                 yield MessagesCommitted(unit_id=f"{state.iterations}:answer", messages=[answer])
                 yield await self._completed(turn, state)
                 return
             state.pending_content = response.content or None
+            state.pending_thinking = response.thinking
             state.pending_calls = response.tool_calls
             yield CheckpointReached.of(state)
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[TextDelta | LLMResponse]:
-        messages = [to_llm_message(message) for message in state.conversation]
+    ) -> AsyncIterator[TextDelta | ReasoningDelta | LLMResponse]:
+        await self._llm.warm_up()  # the lookups below need the adapter loaded
+        replay = self._llm.thinking_replay()
+        messages = [to_llm_message(message, replay) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
-        await self._llm.warm_up()  # the window lookup below needs the adapter loaded
         messages = self._fit(messages)
         request = await self._hooks.before_llm_call(
             turn,
@@ -268,7 +294,10 @@ class AgentLoop:
         try:
             async for item in self._llm.stream(request):
                 if not isinstance(item, LLMText):
-                    response = item
+                    if isinstance(item, LLMResponse):
+                        response = item
+                    elif self._stream_reasoning and item.text:  # never part of the answer
+                        yield ReasoningDelta(text=item.text)
                 elif item.text:  # per chunk: no list and no call (the hot path of a turn)
                     if first_text and state.answer:  # another call's text: a new paragraph
                         state.answer.append(ANSWER_SEPARATOR)
@@ -290,6 +319,7 @@ class AgentLoop:
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
         state.prompt_tokens += response.usage.prompt_tokens
         state.completion_tokens += response.usage.completion_tokens
+        add_usage_details(state, response.usage)
         await self._hooks.after_llm_call(turn, response)
         if response.finish_reason == "length":
             raise _TurnEnded(
@@ -325,7 +355,13 @@ class AgentLoop:
 
     @staticmethod
     def _usage(state: LoopState) -> Usage:
-        return Usage(prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens)
+        return Usage(
+            prompt_tokens=state.prompt_tokens,
+            completion_tokens=state.completion_tokens,
+            reasoning_tokens=state.reasoning_tokens,
+            cache_read_tokens=state.cache_read_tokens,
+            cache_write_tokens=state.cache_write_tokens,
+        )
 
     def _failed(self, reason: str, state: LoopState, *, rejected: bool = False) -> TurnFailed:
         return TurnFailed(

@@ -5,11 +5,11 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, Literal
 
 from agent.errors import AgentError
 from agent.events import Usage
-from stores.models import ToolCall
+from stores.models import Thinking, ToolCall
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
@@ -44,6 +44,13 @@ class LLMText:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LLMReasoning:
+    """A streamed chunk of the model's reasoning (thinking) text: never part of the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LLMResponse:
     """The complete response, yielded last."""
 
@@ -51,6 +58,13 @@ class LLMResponse:
     tool_calls: list[ToolCall]
     finish_reason: str | None
     usage: Usage
+    thinking: Thinking | None = None
+    """The response's reasoning (text and the provider's blocks), when the model produced any."""
+
+
+ThinkingReplay = Literal["blocks", "text"]
+"""How a provider takes back the reasoning of the assistant messages it is sent: its blocks
+(Anthropic, Gemini: signatures checked), or its text (DeepSeek's `reasoning_content`)."""
 
 
 class LLMClient(ABC):
@@ -60,10 +74,17 @@ class LLMClient(ABC):
     """
 
     @abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]: ...
+    def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]: ...
 
     async def warm_up(self) -> None:
         """Load what the first call would (off the request path); ready when it returns."""
+        return None
+
+    def thinking_replay(self) -> ThinkingReplay | None:
+        """How this model takes back the reasoning of earlier assistant messages; None: it is
+        not sent back at all (a provider that neither needs nor accepts it)."""
         return None
 
     def context_window(self) -> int | None:

@@ -15,8 +15,18 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
-from agent.events import Usage
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMReasoning,
+    LLMRequest,
+    LLMResponse,
+    LLMText,
+    ThinkingReplay,
+)
+from agent.llm.caching import mark_breakpoints, takes_breakpoints
+from agent.llm.reasoning import ThinkingCollector, replay_of
+from agent.llm.usage import usage_of
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -96,6 +106,7 @@ class LiteLLMClient(LLMClient):
         timeout_s: float = 120.0,
         num_retries: int = 2,
         retry_backoff_s: float = 0.5,
+        prompt_caching: bool = True,
     ) -> None:
         self._model = model
         self._api_base = api_base
@@ -104,6 +115,8 @@ class LiteLLMClient(LLMClient):
         self._num_retries = num_retries
         self._retry_backoff_s = retry_backoff_s
         self._window: object = _UNKNOWN
+        self._prompt_caching = prompt_caching
+        self._provider: object = _UNKNOWN
 
     async def warm_up(self) -> None:
         """Load LiteLLM without blocking the event loop (at once if it is already loaded)."""
@@ -121,10 +134,25 @@ class LiteLLMClient(LLMClient):
                 self._window = None
         return self._window  # type: ignore[return-value]
 
+    def provider(self) -> str | None:
+        """LiteLLM's name for the model's provider (`anthropic`, `openai`...), looked up once."""
+        if self._provider is _UNKNOWN:
+            try:
+                found = import_litellm().get_llm_provider(self._model, api_base=self._api_base)
+                self._provider = found[1]
+            except Exception:
+                self._provider = None
+        return self._provider  # type: ignore[return-value]
+
+    def thinking_replay(self) -> ThinkingReplay | None:
+        return replay_of(self.provider())
+
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         return int(import_litellm().token_counter(model=self._model, messages=messages))
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+    async def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         # While the warm-up thread still imports, a synchronous import here would stall the loop.
         await self.warm_up()
         litellm = import_litellm()
@@ -164,7 +192,7 @@ class LiteLLMClient(LLMClient):
 
     async def _stream_once(
         self, litellm: ModuleType, request: LLMRequest
-    ) -> AsyncIterator[LLMText | LLMResponse]:
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         arguments: dict[str, Any] = {
             "model": self._model,
             "messages": request.messages,
@@ -179,18 +207,16 @@ class LiteLLMClient(LLMClient):
             arguments["api_base"] = self._api_base
         if self._api_key:
             arguments["api_key"] = self._api_key
+        if self._prompt_caching and takes_breakpoints(self.provider(), self._model):
+            mark_breakpoints(arguments)
         response = await litellm.acompletion(**arguments)
         content: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish_reason: str | None = None
-        usage = Usage()
+        reported: Any = None
+        thinking: ThinkingCollector | None = None  # made at the first reasoning delta
         async for chunk in response:
-            chunk_usage = getattr(chunk, "usage", None)
-            if chunk_usage:
-                usage = Usage(
-                    prompt_tokens=chunk_usage.prompt_tokens or 0,
-                    completion_tokens=chunk_usage.completion_tokens or 0,
-                )
+            reported = getattr(chunk, "usage", None) or reported
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -201,6 +227,13 @@ class LiteLLMClient(LLMClient):
             if delta.content:
                 content.append(delta.content)
                 yield LLMText(text=delta.content)
+            reasoning = getattr(delta, "reasoning_content", None)
+            blocks = getattr(delta, "thinking_blocks", None)
+            if reasoning or blocks:
+                thinking = thinking or ThinkingCollector()
+                thinking.add(reasoning, blocks)
+                if reasoning:
+                    yield LLMReasoning(text=reasoning)
             for call in getattr(delta, "tool_calls", None) or []:
                 slot = calls.setdefault(call.index or 0, {"id": "", "name": "", "arguments": ""})
                 slot["id"] = call.id or slot["id"]
@@ -217,7 +250,8 @@ class LiteLLMClient(LLMClient):
             content="".join(content),
             tool_calls=tool_calls,
             finish_reason=finish_reason,
-            usage=usage,
+            usage=usage_of(reported),
+            thinking=thinking.result() if thinking is not None else None,
         )
 
     def _describe(self, exc: Exception) -> str:

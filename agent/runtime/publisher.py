@@ -16,7 +16,6 @@ decides when turns run; this module turns what they do into stored facts."""
 from __future__ import annotations
 
 import contextlib
-import json
 import logging
 import time
 from collections.abc import Awaitable, Callable
@@ -30,6 +29,7 @@ from agent.events import (
     LLMCallFinished,
     LLMCallStarted,
     MessagesCommitted,
+    ReasoningDelta,
     TextDelta,
     ToolCallFinished,
     ToolCallStarted,
@@ -41,8 +41,9 @@ from agent.events import (
 )
 from agent.retry import persistently
 from agent.runtime.chunks import ANSWER_ARTIFACT_NAME, AnswerStream
-from agent.runtime.messages import question_message, text_message
+from agent.runtime.messages import json_or_text, question_message, text_message
 from agent.runtime.observer import TurnObserver, TurnReport
+from agent.runtime.thoughts import thought_update, usage_details
 from agent.runtime.turn import Turn, TurnCheckpoint
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier, carrier_of, trace_id_of
@@ -136,6 +137,9 @@ class TurnPublisher:
         match event:
             case TextDelta(text=text):
                 await self.on_text(turn, text)
+            case ReasoningDelta(text=text):  # AGENT_REASONING=stream: a thought, no answer
+                await turn.answer.flush()  # the journal keeps the order the model made them in
+                await self._publish(turn, thought_update(turn.task, text), None)
             case TurnStarted() | IterationStarted() | MessagesCommitted():
                 pass  # the loop's bookkeeping (the conversation is stored by the Agent)
             case CheckpointReached(saved=loop_state):
@@ -154,7 +158,7 @@ class TurnPublisher:
                 await self._complete(turn, event)
             case ToolCallStarted(call_id=call_id, name=name, arguments=arguments):
                 call: dict[str, object] = {"id": call_id, "name": name, "state": "started"}
-                call["arguments"] = _json_or_text(arguments)
+                call["arguments"] = json_or_text(arguments)
                 await self._progress(turn, f"calling {name}", metadata={"toolCall": call})
             case ToolCallFinished(call_id=call_id, name=name, ok=ok):
                 turn.calls.tool_calls += 1
@@ -381,18 +385,11 @@ class TurnPublisher:
         await self._publish(turn, update, None)
 
 
-def _json_or_text(arguments: str) -> object:
-    """A call's arguments as JSON when they parse (what the model wrote, else)."""
-    try:
-        return json.loads(arguments) if arguments.strip() else {}
-    except ValueError:
-        return arguments
-
-
 def _usage(event: TurnCompleted | TurnFailed) -> dict[str, int]:
     return {
         "promptTokens": event.usage.prompt_tokens,
         "completionTokens": event.usage.completion_tokens,
         "llmCalls": event.llm_calls,
         "toolCalls": event.tool_calls,
+        **usage_details(event.usage),
     }

@@ -80,6 +80,12 @@ class EngineSettings(BaseSettings):
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
+    agent_reasoning: Literal["hide", "stream"] = Field(
+        "hide",
+        description="The model's reasoning (thinking): `hide` keeps it from clients; `stream`"
+        " sends it as it comes, in WORKING status updates whose text parts have metadata"
+        ' `{"thought": true}` (never in the answer).',
+    )
     # --- the model
     llm_model: str | None = Field(
         None,
@@ -103,4 +109,9 @@ class EngineSettings(BaseSettings):
     llm_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call.")
     llm_num_retries: int = Field(
         2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
+    )
+    llm_prompt_caching: bool = Field(
+        True,
+        description="Mark the system prompt and the tool list as cache breakpoints for providers"
+        " that take them (Anthropic; within its 4); others cache on their own.",
     )

@@ -20,8 +20,16 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.events import Usage
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
-from stores.models import ToolCall
+from agent.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMReasoning,
+    LLMRequest,
+    LLMResponse,
+    LLMText,
+    ThinkingReplay,
+)
+from stores.models import Thinking, ToolCall
 
 
 @dataclass(kw_only=True)
@@ -42,6 +50,10 @@ class Step:
     delay_s: float = 0.0
     """Slept before anything is yielded (after `wait_for`)."""
     label: str = ""
+    thinking: Thinking | None = None
+    """The response's reasoning; its text is streamed first (`LLMReasoning`), in `reasoning`
+    chunks if given, else whole."""
+    reasoning: Sequence[str] = ()
 
     # Filled in while the step runs.
     entered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -112,7 +124,8 @@ class UnexpectedLLMCall(AssertionError):
 class ScriptedLLM(LLMClient):
     """Implements `agent.llm.base.LLMClient` by playing back `Step`s in order."""
 
-    def __init__(self, *steps: Step) -> None:
+    def __init__(self, *steps: Step, replay: ThinkingReplay | None = None) -> None:
+        self._replay = replay
         self._steps: deque[Step] = deque(steps)
         self.used: list[Step] = []
         self.requests: list[LLMRequest] = []
@@ -135,7 +148,12 @@ class ScriptedLLM(LLMClient):
         """The messages of the `index`-th recorded request."""
         return self.requests[index].messages
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+    def thinking_replay(self) -> ThinkingReplay | None:
+        return self._replay
+
+    async def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         recorded = LLMRequest(
             messages=copy.deepcopy(request.messages), tools=copy.deepcopy(request.tools)
         )
@@ -154,6 +172,9 @@ class ScriptedLLM(LLMClient):
                 await step.wait_for.wait()
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
+            if step.thinking is not None:
+                for piece in step.reasoning or [step.thinking.text]:
+                    yield LLMReasoning(text=piece)
             for chunk in step.chunks:
                 yield LLMText(text=chunk)
             if step.error is not None:
@@ -163,6 +184,7 @@ class ScriptedLLM(LLMClient):
                 tool_calls=list(step.tool_calls),
                 finish_reason=step.finish_reason,
                 usage=step.usage,
+                thinking=step.thinking,
             )
             step.finished = True
         except (asyncio.CancelledError, GeneratorExit):
