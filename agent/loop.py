@@ -34,15 +34,8 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import HookChain, HookFailed
-from agent.llm.base import (
-    LLMClient,
-    LLMError,
-    LLMRequest,
-    LLMResponse,
-    LLMText,
-    ThinkingReplay,
-)
-from agent.llm.reasoning import replayed
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.reasoning import reasoning_fields
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
 from agent.tools.control import ASK_USER, CONTROL_TOOLS, FINISH
@@ -57,12 +50,12 @@ ANSWER_SEPARATOR = "\n\n"
 """Between the texts of two model calls of one turn, so the answer reads as paragraphs."""
 
 
-def to_llm_message(message: ChatMessage, replay: ThinkingReplay | None = None) -> dict[str, Any]:
-    """A stored conversation message in the OpenAI chat format LiteLLM takes; its reasoning
-    with it in the form `replay` says the model takes it back (not at all: None)."""
+def to_llm_message(message: ChatMessage) -> dict[str, Any]:
+    """A stored conversation message in the OpenAI chat format LiteLLM takes, its reasoning in
+    LiteLLM's fields (the adapter keeps those the provider takes back)."""
     payload: dict[str, Any] = {"role": message.role, "content": message.content}
-    if message.thinking is not None and replay is not None:
-        payload.update(replayed(message.thinking, replay))
+    if message.thinking is not None:
+        payload.update(reasoning_fields(message.thinking))
     if message.tool_calls:
         payload["tool_calls"] = [
             {
@@ -271,12 +264,11 @@ class AgentLoop:
     async def _call_model(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
     ) -> AsyncIterator[TextDelta | ReasoningDelta | LLMResponse]:
-        await self._llm.warm_up()  # the lookups below need the adapter loaded
-        replay = self._llm.thinking_replay()
-        messages = [to_llm_message(message, replay) for message in state.conversation]
+        messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
             messages.insert(0, {"role": "system", "content": self._system_prompt})
+        await self._llm.warm_up()  # the window lookup below needs the adapter loaded
         messages = self._fit(messages)
         request = await self._hooks.before_llm_call(
             turn,

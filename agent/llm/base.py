@@ -5,7 +5,7 @@ from __future__ import annotations
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
-from typing import TYPE_CHECKING, Any, Literal
+from typing import TYPE_CHECKING, Any
 
 from agent.errors import AgentError
 from agent.events import Usage
@@ -62,11 +62,6 @@ class LLMResponse:
     """The response's reasoning (text and the provider's blocks), when the model produced any."""
 
 
-ThinkingReplay = Literal["blocks", "text"]
-"""How a provider takes back the reasoning of the assistant messages it is sent: its blocks
-(Anthropic, Gemini: signatures checked), or its text (DeepSeek's `reasoning_content`)."""
-
-
 class LLMClient(ABC):
     """A model: streams one response, text chunks as they come, then the whole response.
 
@@ -80,11 +75,6 @@ class LLMClient(ABC):
 
     async def warm_up(self) -> None:
         """Load what the first call would (off the request path); ready when it returns."""
-        return None
-
-    def thinking_replay(self) -> ThinkingReplay | None:
-        """How this model takes back the reasoning of earlier assistant messages; None: it is
-        not sent back at all (a provider that neither needs nor accepts it)."""
         return None
 
     def context_window(self) -> int | None:

@@ -7,6 +7,7 @@ imports it in a worker thread when the server starts.
 from __future__ import annotations
 
 import asyncio
+import functools
 import logging
 import os
 import re
@@ -22,10 +23,9 @@ from agent.llm.base import (
     LLMRequest,
     LLMResponse,
     LLMText,
-    ThinkingReplay,
 )
 from agent.llm.caching import mark_breakpoints, takes_breakpoints
-from agent.llm.reasoning import ThinkingCollector, replay_of
+from agent.llm.reasoning import ThinkingCollector, for_provider, replay_of
 from agent.llm.usage import usage_of
 from stores.models import ToolCall
 
@@ -87,6 +87,15 @@ def classify(exc: Exception) -> str:
     return "provider_error"
 
 
+@functools.lru_cache(maxsize=64)
+def provider_of(model: str, api_base: str | None) -> str | None:
+    """LiteLLM's name for a model's provider (`anthropic`, `openai`...), looked up once."""
+    try:
+        return str(import_litellm().get_llm_provider(model, api_base=api_base)[1])
+    except Exception:
+        return None
+
+
 def _is_transient(exc: Exception) -> bool:
     import openai
 
@@ -116,7 +125,6 @@ class LiteLLMClient(LLMClient):
         self._retry_backoff_s = retry_backoff_s
         self._window: object = _UNKNOWN
         self._prompt_caching = prompt_caching
-        self._provider: object = _UNKNOWN
 
     async def warm_up(self) -> None:
         """Load LiteLLM without blocking the event loop (at once if it is already loaded)."""
@@ -133,19 +141,6 @@ class LiteLLMClient(LLMClient):
             except Exception:
                 self._window = None
         return self._window  # type: ignore[return-value]
-
-    def provider(self) -> str | None:
-        """LiteLLM's name for the model's provider (`anthropic`, `openai`...), looked up once."""
-        if self._provider is _UNKNOWN:
-            try:
-                found = import_litellm().get_llm_provider(self._model, api_base=self._api_base)
-                self._provider = found[1]
-            except Exception:
-                self._provider = None
-        return self._provider  # type: ignore[return-value]
-
-    def thinking_replay(self) -> ThinkingReplay | None:
-        return replay_of(self.provider())
 
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         return int(import_litellm().token_counter(model=self._model, messages=messages))
@@ -193,9 +188,10 @@ class LiteLLMClient(LLMClient):
     async def _stream_once(
         self, litellm: ModuleType, request: LLMRequest
     ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+        provider = provider_of(self._model, self._api_base)
         arguments: dict[str, Any] = {
             "model": self._model,
-            "messages": request.messages,
+            "messages": for_provider(request.messages, replay_of(provider)),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._timeout_s,
@@ -207,7 +203,7 @@ class LiteLLMClient(LLMClient):
             arguments["api_base"] = self._api_base
         if self._api_key:
             arguments["api_key"] = self._api_key
-        if self._prompt_caching and takes_breakpoints(self.provider(), self._model):
+        if self._prompt_caching and takes_breakpoints(provider, self._model):
             mark_breakpoints(arguments)
         response = await litellm.acompletion(**arguments)
         content: list[str] = []

@@ -15,33 +15,54 @@ last one of each block, with its signature; a redacted block) are kept, as given
 
 from __future__ import annotations
 
-from typing import Any
+from typing import Any, Literal
 
-from agent.llm.base import ThinkingReplay
 from stores.models import Thinking
 
-_BLOCK_PROVIDERS = frozenset({"anthropic", "bedrock", "vertex_ai", "vertex_ai_beta", "gemini"})
-"""Providers (LiteLLM's names) that take thinking blocks back and check their signatures."""
-_TEXT_PROVIDERS = frozenset({"deepseek"})
-"""Providers that want the reasoning text back (`reasoning_content`) with a tool round."""
+ThinkingReplay = Literal["thinking_blocks", "reasoning_content"]
+"""The field a provider takes the reasoning of earlier assistant messages back in."""
+_FIELDS: frozenset[str] = frozenset({"thinking_blocks", "reasoning_content"})
+_REPLAY: dict[str, ThinkingReplay] = {
+    # Blocks, signatures checked (Anthropic; Claude on Bedrock and Vertex; Gemini's thoughts).
+    **dict.fromkeys(
+        ("anthropic", "bedrock", "vertex_ai", "vertex_ai_beta", "gemini"), "thinking_blocks"
+    ),
+    # The text, wanted back with a tool round in thinking mode.
+    "deepseek": "reasoning_content",
+}
 
 
 def replay_of(provider: str | None) -> ThinkingReplay | None:
-    """How a provider takes back the reasoning of earlier assistant messages (None: not at all,
-    e.g. OpenAI, which neither returns nor accepts it on chat completions)."""
-    if provider in _BLOCK_PROVIDERS:
-        return "blocks"
-    if provider in _TEXT_PROVIDERS:
-        return "text"
-    return None
+    """How a provider (LiteLLM's name) takes back the reasoning of earlier assistant messages;
+    None: not at all (OpenAI and the rest: a field they do not know may be refused)."""
+    return _REPLAY.get(provider or "")
 
 
-def replayed(thinking: Thinking, replay: ThinkingReplay) -> dict[str, Any]:
-    """The fields an assistant message carries its reasoning back in (LiteLLM's names)."""
-    if replay == "blocks":
-        blocks = thinking.blocks
-        return {"thinking_blocks": [dict(block) for block in blocks]} if blocks else {}
-    return {"reasoning_content": thinking.text} if thinking.text else {}
+def reasoning_fields(thinking: Thinking) -> dict[str, Any]:
+    """An assistant message's reasoning in LiteLLM's fields: its blocks (copies: what is sent
+    never shares a dict with the stored message) and its text."""
+    fields: dict[str, Any] = {}
+    if thinking.blocks:
+        fields["thinking_blocks"] = [dict(block) for block in thinking.blocks]
+    if thinking.text:
+        fields["reasoning_content"] = thinking.text
+    return fields
+
+
+def for_provider(
+    messages: list[dict[str, Any]], replay: ThinkingReplay | None
+) -> list[dict[str, Any]]:
+    """The messages with only the reasoning field the provider takes back (`replay_of`). Messages
+    without reasoning (every message of a model that does not think) are passed as they are."""
+    unwanted = _FIELDS - {replay} if replay else _FIELDS
+    if not any(not unwanted.isdisjoint(message) for message in messages):
+        return messages
+    return [
+        {key: value for key, value in message.items() if key not in unwanted}
+        if not unwanted.isdisjoint(message)
+        else message
+        for message in messages
+    ]
 
 
 class ThinkingCollector:

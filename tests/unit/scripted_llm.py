@@ -27,7 +27,6 @@ from agent.llm.base import (
     LLMRequest,
     LLMResponse,
     LLMText,
-    ThinkingReplay,
 )
 from stores.models import Thinking, ToolCall
 
@@ -124,8 +123,7 @@ class UnexpectedLLMCall(AssertionError):
 class ScriptedLLM(LLMClient):
     """Implements `agent.llm.base.LLMClient` by playing back `Step`s in order."""
 
-    def __init__(self, *steps: Step, replay: ThinkingReplay | None = None) -> None:
-        self._replay = replay
+    def __init__(self, *steps: Step) -> None:
         self._steps: deque[Step] = deque(steps)
         self.used: list[Step] = []
         self.requests: list[LLMRequest] = []
@@ -147,9 +145,6 @@ class ScriptedLLM(LLMClient):
     def messages(self, index: int = -1) -> list[dict[str, Any]]:
         """The messages of the `index`-th recorded request."""
         return self.requests[index].messages
-
-    def thinking_replay(self) -> ThinkingReplay | None:
-        return self._replay
 
     async def stream(
         self, request: LLMRequest

@@ -10,6 +10,7 @@ import pytest
 from pydantic import BaseModel
 
 from agent.events import ReasoningDelta, TextDelta, TurnCompleted, Usage
+from agent.llm.reasoning import for_provider, replay_of
 from agent.state import LoopState
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage, Part, Thinking, ToolCall
@@ -53,7 +54,7 @@ def assistant(messages: list[dict]) -> list[dict]:
 
 
 async def test_blocks_go_back_unchanged_with_the_tool_round_and_are_stored() -> None:
-    llm = ScriptedLLM(*thinking_round(), replay="blocks")
+    llm = ScriptedLLM(*thinking_round())
     state = LoopState(conversation=[USER])
     events = await collect(make_loop(llm, ToolLog().tools()), state)
     llm.assert_done()
@@ -61,7 +62,7 @@ async def test_blocks_go_back_unchanged_with_the_tool_round_and_are_stored() -> 
     (sent,) = assistant(llm.messages(1))
     assert sent["thinking_blocks"] == [SIGNED, REDACTED]  # signature and order as given
     assert [c["id"] for c in sent["tool_calls"]] == ["c1", "c2"]
-    assert "reasoning_content" not in sent
+    assert sent["reasoning_content"] == "I should add and echo."  # the adapter picks (below)
     (completed,) = of(events, TurnCompleted)
     assert completed.answer == "3 and hi"
     assert "".join(e.text for e in of(events, TextDelta)) == "3 and hi"
@@ -73,24 +74,26 @@ async def test_blocks_go_back_unchanged_with_the_tool_round_and_are_stored() -> 
     assert state.pending_thinking is None
 
 
-async def test_a_provider_that_takes_no_reasoning_back_is_sent_none(llm: ScriptedLLM) -> None:
-    llm.script(*thinking_round())  # replay None: an OpenAI model
+async def test_the_adapter_sends_each_provider_only_the_field_it_takes_back(
+    llm: ScriptedLLM,
+) -> None:
+    llm.script(*thinking_round())
     await collect(make_loop(llm, ToolLog().tools()), LoopState(conversation=[USER]))
-    (sent,) = assistant(llm.messages(1))
-    assert set(sent) == {"role", "content", "tool_calls"}
-
-
-async def test_a_provider_that_takes_the_text_back_gets_reasoning_content() -> None:
-    llm = ScriptedLLM(*thinking_round(), replay="text")
-    await collect(make_loop(llm, ToolLog().tools()), LoopState(conversation=[USER]))
-    (sent,) = assistant(llm.messages(1))
-    assert sent["reasoning_content"] == "I should add and echo."
-    assert "thinking_blocks" not in sent
-    llm.assert_done()
+    messages = llm.messages(1)
+    (sent,) = assistant(messages)
+    (anthropic,) = assistant(for_provider(messages, replay_of("anthropic")))
+    assert anthropic == {k: v for k, v in sent.items() if k != "reasoning_content"}
+    (deepseek,) = assistant(for_provider(messages, replay_of("deepseek")))
+    assert deepseek == {k: v for k, v in sent.items() if k != "thinking_blocks"}
+    (openai,) = assistant(for_provider(messages, replay_of("openai")))
+    assert set(openai) == {"role", "content", "tool_calls"}
+    assert messages[2]["thinking_blocks"] == [SIGNED, REDACTED]  # the request is not changed
+    plain = [{"role": "user", "content": "hi"}, {"role": "assistant", "content": "yo"}]
+    assert for_provider(plain, None) is plain  # a model that does not think: no copy made
 
 
 async def test_stream_yields_the_reasoning_as_it_comes_never_as_answer_text() -> None:
-    llm = ScriptedLLM(*thinking_round(), replay="blocks")
+    llm = ScriptedLLM(*thinking_round())
     loop = make_loop(llm, ToolLog().tools(), stream_reasoning=True)
     events = await collect(loop, LoopState(conversation=[USER]))
     llm.assert_done()
@@ -106,7 +109,7 @@ async def test_stream_yields_the_reasoning_as_it_comes_never_as_answer_text() ->
 
 async def test_the_runtime_streams_thoughts_before_the_answer_and_keeps_them_out_of_it() -> None:
     stores = Stores()
-    llm = ScriptedLLM(*thinking_round(), replay="blocks")
+    llm = ScriptedLLM(*thinking_round())
     runner = stores.runner(make_loop(llm, ToolLog().tools(), stream_reasoning=True), holder="p1")
     try:
         task = await stores.submit(runner, "add and echo")
@@ -156,7 +159,7 @@ async def test_the_runtime_streams_thoughts_before_the_answer_and_keeps_them_out
 
 async def test_hide_sends_no_thought_and_no_reasoning_usage_when_none_is_reported() -> None:
     stores = Stores()
-    llm = ScriptedLLM(tools(*PARALLEL, thinking=ROUND_THINKING), text("3 and hi"), replay="blocks")
+    llm = ScriptedLLM(tools(*PARALLEL, thinking=ROUND_THINKING), text("3 and hi"))
     runner = stores.runner(make_loop(llm, ToolLog().tools()), holder="p1")
     try:
         task = await stores.submit(runner, "add and echo")
@@ -183,7 +186,7 @@ async def crashed_after_the_round(log: ToolLog):
     process died during the next model call."""
     stores = Stores()
     second = blocked(label="never answered")
-    llm = ScriptedLLM(tools(*PARALLEL, thinking=ROUND_THINKING), second, replay="blocks")
+    llm = ScriptedLLM(tools(*PARALLEL, thinking=ROUND_THINKING), second)
     runner = stores.runner(make_loop(llm, log.tools()), holder="process-1")
     task = await stores.submit(runner, "add and echo")
     await asyncio.wait_for(second.entered.wait(), 2)
@@ -201,7 +204,7 @@ async def test_a_takeover_from_the_checkpoint_sends_the_rounds_thinking_back(whe
     checkpoint = within[-1] if when == "within-the-round" else saved[-1]
     assert bool(checkpoint.loop.pending_calls) == (when == "within-the-round")
 
-    llm2 = ScriptedLLM(text("3 and hi"), replay="blocks")
+    llm2 = ScriptedLLM(text("3 and hi"))
     await recover_elsewhere(stores, task.id, checkpoint, llm2, log.tools(), holder="process-2")
     llm2.assert_done()
     (sent,) = assistant(llm2.messages(0))
