@@ -309,8 +309,7 @@ class AgentLoop:
         finally:
             span.end()
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
-        state.prompt_tokens += response.usage.prompt_tokens
-        state.completion_tokens += response.usage.completion_tokens
+        _count(state, response.usage)
         add_usage_details(state, response.usage)
         await self._hooks.after_llm_call(turn, response)
         if response.finish_reason == "length":
@@ -353,6 +352,8 @@ class AgentLoop:
             reasoning_tokens=state.reasoning_tokens,
             cache_read_tokens=state.cache_read_tokens,
             cache_write_tokens=state.cache_write_tokens,
+            cost_usd=None if state.unpriced_calls else state.cost_usd,
+            model=state.model,
         )
 
     def _failed(self, reason: str, state: LoopState, *, rejected: bool = False) -> TurnFailed:
@@ -363,3 +364,15 @@ class AgentLoop:
             tool_calls=state.tool_calls_made,
             rejected=rejected,
         )
+
+
+def _count(state: LoopState, usage: Usage) -> None:
+    """One call's usage into the turn's: tokens, the answering model, and the cost (known
+    for the turn only while every call's price was)."""
+    state.prompt_tokens += usage.prompt_tokens
+    state.completion_tokens += usage.completion_tokens
+    state.model = usage.model or state.model
+    if usage.cost_usd is None:
+        state.unpriced_calls += 1
+    else:
+        state.cost_usd = (state.cost_usd or 0.0) + usage.cost_usd

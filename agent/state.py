@@ -56,6 +56,11 @@ class LoopState(BaseModel):
     reasoning_tokens: int = 0
     cache_read_tokens: int = 0
     cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    """The priced calls' cost; the turn's only while `unpriced_calls` is 0."""
+    unpriced_calls: int = 0
+    model: str | None = None
+    """The model that answered the last call (a fallback's, when it answered)."""
     tool_calls_made: int = 0
     pending_content: str | None = None
     """Text of the assistant message whose tool calls are still being answered."""

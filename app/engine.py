@@ -38,6 +38,8 @@ def build_llm(settings: Settings) -> LLMClient:
         timeout_s=settings.llm_timeout_s,
         num_retries=settings.llm_num_retries,
         prompt_caching=settings.llm_prompt_caching,
+        params=settings.llm_params,
+        fallbacks=settings.llm_fallback_models,
     )
 
 

@@ -7,6 +7,7 @@ imports it in a worker thread when the server starts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
 import functools
 import logging
 import os
@@ -16,6 +17,7 @@ from collections.abc import AsyncIterator
 from types import ModuleType
 from typing import Any
 
+from agent.events import Usage
 from agent.llm.base import (
     LLMClient,
     LLMError,
@@ -25,13 +27,17 @@ from agent.llm.base import (
     LLMText,
 )
 from agent.llm.caching import mark_breakpoints, takes_breakpoints
+from agent.llm.fallbacks import ModelRoute
 from agent.llm.reasoning import ThinkingCollector, for_provider, replay_of
+from agent.llm.retries import GiveUp, Retry, RetrySchedule, asked_delay
 from agent.llm.usage import usage_of
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
 
 _TRANSIENT_STATUS = frozenset({408, 409, 425, 429})
+ASKING_STATUS = frozenset({429, 503, 529})
+"""Statuses whose `retry-after` is waited for (RFC 9110 and 6585; 529: Anthropic's overload)."""
 FAILURES = {
     "timeout": "the model provider timed out",
     "rate_limited": "the model provider is rate limiting this server",
@@ -105,6 +111,28 @@ def _is_transient(exc: Exception) -> bool:
     return isinstance(status, int) and (status in _TRANSIENT_STATUS or status >= 500)
 
 
+def _asked_delay(exc: Exception) -> float | None:
+    """The wait a 429, 503 or 529 asks for in its `retry-after` (LiteLLM keeps the provider's
+    response headers on the exception it raises)."""
+    if getattr(exc, "status_code", None) not in ASKING_STATUS:
+        return None
+    headers = getattr(exc, "litellm_response_headers", None)
+    if headers is None:
+        headers = getattr(getattr(exc, "response", None), "headers", None)
+    return asked_delay(headers)
+
+
+class _RouteFailed(Exception):
+    """A model failed after its retries: `failure` is its class (a key of FAILURES)."""
+
+    def __init__(self, failure: str, *, transient: bool, answered: bool) -> None:
+        super().__init__(failure)
+        self.failure = failure
+        self.transient = transient
+        self.answered = answered
+        """Text of this call had reached the client: no other model may start over."""
+
+
 class LiteLLMClient(LLMClient):
     def __init__(
         self,
@@ -115,6 +143,8 @@ class LiteLLMClient(LLMClient):
         timeout_s: float = 120.0,
         num_retries: int = 2,
         retry_backoff_s: float = 0.5,
+        params: dict[str, Any] | None = None,
+        fallbacks: list[ModelRoute] | None = None,
         prompt_caching: bool = True,
     ) -> None:
         self._model = model
@@ -123,7 +153,11 @@ class LiteLLMClient(LLMClient):
         self._timeout_s = timeout_s
         self._num_retries = num_retries
         self._retry_backoff_s = retry_backoff_s
+        self._params = dict(params or {})
+        self._routes = [ModelRoute(model=model, api_base=api_base, api_key=api_key)]
+        self._routes += fallbacks or []
         self._window: object = _UNKNOWN
+        self._prices: dict[str, bool] = {}
         self._prompt_caching = prompt_caching
 
     async def warm_up(self) -> None:
@@ -151,46 +185,79 @@ class LiteLLMClient(LLMClient):
         # While the warm-up thread still imports, a synchronous import here would stall the loop.
         await self.warm_up()
         litellm = import_litellm()
-        attempt = 0
+        last = len(self._routes) - 1
+        for index, route in enumerate(self._routes):
+            try:
+                async for item in self._with_retries(litellm, route, request):
+                    yield item
+                return
+            except _RouteFailed as failed:
+                if failed.answered or index == last:
+                    raise LLMError(FAILURES[failed.failure], transient=failed.transient) from (
+                        failed.__cause__
+                    )
+                logger.warning(
+                    "model=<%s>, failure=<%s>, fallback=<%s> | trying the next model",
+                    route.model,
+                    failed.failure,
+                    self._routes[index + 1].model,
+                )
+
+    async def _with_retries(
+        self, litellm: ModuleType, route: ModelRoute, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+        """One model's attempts: retried while transient, nothing has reached the client, and
+        the schedule (LLM_NUM_RETRIES within LLM_TIMEOUT_S) allows. LiteLLM's own retries are
+        off (`num_retries=0`), so each attempt is one request."""
+        schedule = RetrySchedule(
+            num_retries=self._num_retries,
+            backoff_s=self._retry_backoff_s,
+            budget_s=self._timeout_s,
+        )
         while True:
             produced = False
             try:
-                async for item in self._stream_once(litellm, request):
-                    produced = True
+                async for item in self._stream_once(litellm, request, route):
+                    if isinstance(item, LLMText):
+                        produced = True
                     yield item
                 return
             except LLMError:
                 raise
             except Exception as exc:
                 transient = _is_transient(exc)
-                # Once text reached the client a retry would repeat it: only retry clean failures.
-                if transient and not produced and attempt < self._num_retries:
-                    attempt += 1
-                    delay = self._retry_backoff_s * 2 ** (attempt - 1)
-                    logger.warning(
-                        "model=<%s>, attempt=<%d> | transient model error %s, retrying in %.1fs",
-                        self._model,
-                        attempt,
-                        type(exc).__name__,
-                        delay,
-                    )
-                    await asyncio.sleep(delay)
-                    continue
                 failure = classify(exc)
+                # Once text reached the client a retry would repeat it: only retry clean failures.
+                if transient and not produced:
+                    match schedule.after_failure(asked_s=_asked_delay(exc)):
+                        case Retry(delay_s=delay):
+                            logger.warning(
+                                "model=<%s>, attempt=<%d> | transient model error %s,"
+                                " retrying in %.2fs",
+                                route.model,
+                                schedule.retries,
+                                type(exc).__name__,
+                                delay,
+                            )
+                            await asyncio.sleep(delay)
+                            continue
+                        case GiveUp(past_budget=True):
+                            failure = "rate_limited"  # asked to wait past what the call has left
                 logger.warning(
                     "model=<%s>, failure=<%s> | model call failed: %s",
-                    self._model,
+                    route.model,
                     failure,
-                    self._describe(exc),
+                    self._describe(exc, route),
                 )
-                raise LLMError(FAILURES[failure], transient=transient) from exc
+                raise _RouteFailed(failure, transient=transient, answered=produced) from exc
 
     async def _stream_once(
-        self, litellm: ModuleType, request: LLMRequest
+        self, litellm: ModuleType, request: LLMRequest, route: ModelRoute
     ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
-        provider = provider_of(self._model, self._api_base)
+        provider = provider_of(route.model, route.api_base)
         arguments: dict[str, Any] = {
-            "model": self._model,
+            **self._params,  # first: the keys below are the adapter's (LLM_PARAMS refuses them)
+            "model": route.model,
             "messages": for_provider(request.messages, replay_of(provider)),
             "stream": True,
             "stream_options": {"include_usage": True},
@@ -199,11 +266,11 @@ class LiteLLMClient(LLMClient):
         }
         if request.tools:
             arguments["tools"] = request.tools
-        if self._api_base:
-            arguments["api_base"] = self._api_base
-        if self._api_key:
-            arguments["api_key"] = self._api_key
-        if self._prompt_caching and takes_breakpoints(provider, self._model):
+        if route.api_base:
+            arguments["api_base"] = route.api_base
+        if route.api_key:
+            arguments["api_key"] = route.api_key
+        if self._prompt_caching and takes_breakpoints(provider, route.model):
             mark_breakpoints(arguments)
         response = await litellm.acompletion(**arguments)
         content: list[str] = []
@@ -246,10 +313,38 @@ class LiteLLMClient(LLMClient):
             content="".join(content),
             tool_calls=tool_calls,
             finish_reason=finish_reason,
-            usage=usage_of(reported),
+            usage=self._usage(litellm, route.model, reported),
             thinking=thinking.result() if thinking is not None else None,
         )
 
-    def _describe(self, exc: Exception) -> str:
+    def _usage(self, litellm: ModuleType, model: str, reported: Any) -> Usage:
+        """The provider's token counts, the model that answered, and what the call cost by
+        LiteLLM's price map (cache and reasoning tokens as the map prices them)."""
+        if reported is None:
+            return Usage(model=model)
+        cost = None
+        if self._priced(litellm, model):
+            try:
+                prompt_cost, completion_cost = litellm.cost_per_token(
+                    model=model, usage_object=reported
+                )
+                cost = float(prompt_cost) + float(completion_cost)
+            except Exception as exc:  # no price after all: no cost rather than a made-up one
+                logger.debug("model=<%s> | no cost: %s", model, exc)
+        return dataclasses.replace(usage_of(reported), cost_usd=cost, model=model)
+
+    def _priced(self, litellm: ModuleType, model: str) -> bool:
+        """Whether LiteLLM's map has the model's token prices (looked up once per model).
+        Asked of the map itself: LiteLLM's cost functions answer 0 for some models it has no
+        price for (a local Ollama model), and 0 would be a made-up cost."""
+        if (known := self._prices.get(model)) is None:
+            names = (model, model.split("/", 1)[-1])
+            known = any(
+                "input_cost_per_token" in (litellm.model_cost.get(name) or {}) for name in names
+            )
+            self._prices[model] = known
+        return known
+
+    def _describe(self, exc: Exception, route: ModelRoute) -> str:
         """The provider's error text for the log, with no secret in it."""
-        return redact(f"{type(exc).__name__}: {exc}", self._api_key)[:500]
+        return redact(f"{type(exc).__name__}: {exc}", route.api_key)[:500]

@@ -1,11 +1,11 @@
 """A call's token counts out of LiteLLM's usage object (OpenAI's shape, whatever the provider).
 
-    prompt_tokens / completion_tokens             -> the counts (prompt includes cache tokens)
-    completion_tokens_details.reasoning_tokens    -> reasoning (OpenAI, Gemini report it; for
-                                                     Anthropic LiteLLM counts the thinking text)
-    prompt_tokens_details.cached_tokens           -> read from the cache
-    prompt_tokens_details.cache_creation_tokens,
-      else cache_creation_input_tokens            -> written to the cache (Anthropic)
+prompt_tokens / completion_tokens             -> the counts (prompt includes cache tokens)
+completion_tokens_details.reasoning_tokens    -> reasoning (OpenAI, Gemini report it; for
+                                                 Anthropic LiteLLM counts the thinking text)
+prompt_tokens_details.cached_tokens           -> read from the cache
+prompt_tokens_details.cache_creation_tokens,
+  else cache_creation_input_tokens            -> written to the cache (Anthropic)
 """
 
 from __future__ import annotations

@@ -43,8 +43,9 @@ from agent.retry import persistently
 from agent.runtime.chunks import ANSWER_ARTIFACT_NAME, AnswerStream
 from agent.runtime.messages import json_or_text, question_message, text_message
 from agent.runtime.observer import TurnObserver, TurnReport
-from agent.runtime.thoughts import thought_update, usage_details
+from agent.runtime.thoughts import thought_update
 from agent.runtime.turn import Turn, TurnCheckpoint
+from agent.runtime.usage import usage_metadata
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier, carrier_of, trace_id_of
 from stores.base import (
@@ -153,6 +154,9 @@ class TurnPublisher:
                     ok=True,
                     prompt_tokens=usage.prompt_tokens,
                     completion_tokens=usage.completion_tokens,
+                    model=usage.model,
+                    cost_usd=usage.cost_usd,
+                    owner=turn.owner,
                 )
             case TurnCompleted():
                 await self._complete(turn, event)
@@ -188,9 +192,9 @@ class TurnPublisher:
                 if turn.calls.model_call_started is not None:  # the model call under way failed
                     turn.calls.model_calls += 1
                     self.observer.on_model_call(duration_s=turn.calls.model_call_ended(), ok=False)
-                turn.task.metadata = {**(turn.task.metadata or {}), "usage": _usage(event)}
+                turn.task.metadata = {**(turn.task.metadata or {}), "usage": usage_metadata(event)}
                 ended = TaskState.REJECTED if rejected else TaskState.FAILED
-                await self.set_state(turn, ended, reason, metadata={"usage": _usage(event)})
+                await self.set_state(turn, ended, reason, metadata={"usage": usage_metadata(event)})
             case _:
                 assert_never(event)
 
@@ -337,7 +341,7 @@ class TurnPublisher:
 
     async def _complete(self, turn: Turn, event: TurnCompleted) -> None:
         task = turn.task
-        task.metadata = {**(task.metadata or {}), "usage": _usage(event)}
+        task.metadata = {**(task.metadata or {}), "usage": usage_metadata(event)}
         # The hooks' metadata for the answer (an extension's, under its URI) goes on each
         # form of it a client may read: the artifact, the message, the final update.
         extra = event.metadata
@@ -357,7 +361,7 @@ class TurnPublisher:
             # answer (a reader of the snapshot before then follows the journal from its position).
             await turn.answer.finish()
         # else: no text at all (a tool's file was the answer): no empty answer artifact
-        metadata = {**(extra or {}), "usage": _usage(event)}
+        metadata = {**(extra or {}), "usage": usage_metadata(event)}
         await self.set_state(turn, TaskState.COMPLETED, metadata=metadata)
 
     async def _produce(self, turn: Turn, artifact: Artifact) -> None:
@@ -383,13 +387,3 @@ class TurnPublisher:
             metadata=metadata,
         )
         await self._publish(turn, update, None)
-
-
-def _usage(event: TurnCompleted | TurnFailed) -> dict[str, int]:
-    return {
-        "promptTokens": event.usage.prompt_tokens,
-        "completionTokens": event.usage.completion_tokens,
-        "llmCalls": event.llm_calls,
-        "toolCalls": event.tool_calls,
-        **usage_details(event.usage),
-    }

@@ -1,4 +1,4 @@
-"""What a client sees of the model's reasoning, and of the usage counts some providers add.
+"""What a client sees of the model's reasoning.
 
 With AGENT_REASONING=stream each chunk of reasoning text becomes a WORKING status update whose
 message has one text part marked `metadata: {"thought": true}`: a client that knows the mark
@@ -8,7 +8,6 @@ chunk, in the answer artifact or in the final message.
 
 from __future__ import annotations
 
-from agent.events import Usage
 from agent.runtime.messages import agent_message
 from stores.models import Part, StatusUpdate, Task, TaskState, TaskStatus
 
@@ -21,13 +20,3 @@ def thought_update(task: Task, text: str) -> StatusUpdate:
     part = Part(text=text, metadata={THOUGHT_METADATA: True})
     status = TaskStatus(state=TaskState.WORKING, message=agent_message(task, [part]))
     return StatusUpdate(task_id=task.id, context_id=task.context_id, status=status)
-
-
-def usage_details(usage: Usage) -> dict[str, int]:
-    """The task usage's reasoning and cache counts, each only where the provider reported it."""
-    details = {
-        "reasoningTokens": usage.reasoning_tokens,
-        "cacheReadTokens": usage.cache_read_tokens,
-        "cacheWriteTokens": usage.cache_write_tokens,
-    }
-    return {key: count for key, count in details.items() if count}

@@ -9,9 +9,7 @@ from pydantic_settings import BaseSettings
 
 from agent.errors import HookFailureMode, ToolFailureMode
 from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
-from app.settings.fields import (
-    CommaList,
-)
+from app.settings.fields import CommaList, FallbackModels, ModelParams
 
 
 class EngineSettings(BaseSettings):
@@ -106,9 +104,30 @@ class EngineSettings(BaseSettings):
     )
     llm_api_base: str | None = Field(None, description="Base URL of the model's API.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the model provider.")
-    llm_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call.")
+    llm_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Time budget of one model call to one model, its retries included (a"
+        " retry the provider asks to be later than that fails the call at once).",
+    )
     llm_num_retries: int = Field(
-        2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
+        2,
+        ge=0,
+        description="Retries of a transient model error (429, 5xx, 529, timeout): after the"
+        " provider's `retry-after` when it gives one, else a jittered exponential backoff.",
+    )
+    llm_params: ModelParams = Field(
+        default_factory=dict,
+        description="Model parameters sent with every call, a JSON object as LiteLLM takes them"
+        ' (`{"temperature": 0.2, "max_tokens": 4096}`, `top_p`, `reasoning_effort`, `thinking`,'
+        " `extra_headers`, ...); the keys the server sets itself (`model`, `messages`, `tools`,"
+        " `stream`, `api_base`, `api_key`, `timeout`, `num_retries`) are refused.",
+    )
+    llm_fallback_models: FallbackModels = Field(
+        default_factory=list,
+        description="Models tried in order when a call fails after its retries: a JSON list of"
+        ' `{"model", "api_base", "api_key"}` (`api_key` as `${VAR}`, read from the'
+        " environment); only while no answer text has reached the client.",
     )
     llm_prompt_caching: bool = Field(
         True,
