@@ -10,6 +10,7 @@ fake). Thinking is turned on with LLM_PARAMS, as a user does.
 from __future__ import annotations
 
 import json
+import shutil
 from typing import Any
 
 import pytest
@@ -29,6 +30,7 @@ ROUND_THOUGHT = "Two sums: I will call add twice, at once."
 ANSWER_THOUGHT = "Both results are in; 3 and 7."
 CACHE = {"cache_read_input_tokens": 40, "cache_creation_input_tokens": 12}
 EPHEMERAL = {"type": "ephemeral"}
+CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
 @pytest.fixture(scope="module")
@@ -211,3 +213,39 @@ def test_the_openai_fake_sees_no_cache_control(clients, fake_llm, marker):
     assert not {"reasoningTokens", "cacheReadTokens", "cacheWriteTokens"} & set(
         task["metadata"]["usage"]
     )
+
+
+@pytest.mark.skipif(CHROMIUM is None, reason="needs Debian's chromium (.ci/run installs it)")
+def test_the_console_shows_the_thinking_folded_apart_from_the_answer(server, anthropic, marker):
+    from playwright.sync_api import sync_playwright
+
+    script_thinking_round(anthropic, marker)
+    with sync_playwright() as playwright:
+        browser = playwright.chromium.launch(executable_path=CHROMIUM, headless=True)
+        try:
+            page = browser.new_page()
+            errors: list[str] = []
+            page.on("pageerror", lambda error: errors.append(str(error)))
+            page.goto(f"{server.url}/console?agent=aloud")
+            page.wait_for_function(
+                "() => document.querySelector('#agent-name').textContent === 'aloud'"
+            )
+            page.fill("#input", f"add 1+2 and 3+4 {marker}")
+            page.press("#input", "Enter")
+            page.wait_for_function(
+                "() => document.querySelector('.message.agent:last-child .usage')", timeout=60_000
+            )
+            turn = page.locator(".message.agent").last
+            folded = turn.locator("details.thinking")
+            assert folded.count() == 2  # one run before the tool calls, one after them
+            assert [d.get_attribute("open") for d in folded.all()] == [None, None]  # folded
+            assert folded.first.locator(".thought").text_content() == ROUND_THOUGHT
+            assert folded.last.locator(".thought").text_content() == ANSWER_THOUGHT
+            assert folded.first.locator(".thought").is_hidden()
+            assert turn.locator(".answer").inner_text() == "Sums: 3 and 7."
+            assert "reasoning:" in turn.locator(".usage").inner_text()
+            folded.first.locator("summary").click()
+            assert folded.first.locator(".thought").is_visible()
+            assert not errors, errors
+        finally:
+            browser.close()
