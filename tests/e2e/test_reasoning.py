@@ -2,9 +2,9 @@
 (which refuses a tool round whose thinking block is missing or altered, and more than 4 cache
 breakpoints) and the OpenAI fake.
 
-One server, four agents (AGENTS_FILE): `aloud` (thinking on, AGENT_REASONING=stream), `quiet`
-(thinking on, hide: the default), `uncached` (LLM_PROMPT_CACHING=false) and `gpt` (the OpenAI
-fake). Thinking is turned on with LLM_PARAMS, as a user does.
+One server, five agents (AGENTS_FILE): `aloud` (thinking on, AGENT_REASONING=stream), `quiet`
+(thinking on, hide: the default), `uncached` (LLM_PROMPT_CACHING=false), `crowded` (LLM_PARAMS
+asking LiteLLM for breakpoints of its own) and `gpt` (the OpenAI fake). Thinking is turned on with LLM_PARAMS, as a user does.
 """
 
 from __future__ import annotations
@@ -30,6 +30,8 @@ ROUND_THOUGHT = "Two sums: I will call add twice, at once."
 ANSWER_THOUGHT = "Both results are in; 3 and 7."
 CACHE = {"cache_read_input_tokens": 40, "cache_creation_input_tokens": 12}
 EPHEMERAL = {"type": "ephemeral"}
+CROWD = [{"location": "message", "role": "user"}] * 3
+"""LLM_PARAMS asking LiteLLM for breakpoints of its own: 3 counted, room for 1 of ours."""
 CHROMIUM = shutil.which("chromium") or shutil.which("chromium-browser")
 
 
@@ -52,6 +54,7 @@ def server(fake_llm, anthropic, tmp_path_factory):
         {"name": "aloud", **claude, "params": thinking, "reasoning": "stream"},
         {"name": "quiet", **claude, "params": thinking},
         {"name": "uncached", **claude, "prompt_caching": False},
+        {"name": "crowded", **claude, "params": {"cache_control_injection_points": CROWD}},
         {"name": "gpt", "system_prompt": SYSTEM},  # the environment's model: the OpenAI fake
     ]
     path = tmp_path_factory.mktemp("agents") / "agents.json"
@@ -64,7 +67,7 @@ def server(fake_llm, anthropic, tmp_path_factory):
 def clients(server):
     made = {
         name: RpcClient(server.url, endpoint=f"/{name}/", timeout=60.0)
-        for name in ("aloud", "quiet", "uncached", "gpt")
+        for name in ("aloud", "quiet", "uncached", "crowded", "gpt")
     }
     yield made
     for client in made.values():
@@ -194,6 +197,23 @@ def test_with_caching_off_no_breakpoint_is_sent(clients, anthropic, marker):
     assert all(cache_breakpoints(r.body) == 0 for r in requests)
     assert all("cache_control" not in json.dumps(r.body) for r in requests)
     assert "thinking" not in requests[0].body
+
+
+def test_breakpoints_the_params_bring_leave_room_for_the_system_prompts_only(
+    clients, anthropic, marker
+):
+    anthropic.script(
+        tool_calls([("add", {"a": 1, "b": 2})], when_user_contains=marker),
+        text("3", when_user_contains=marker),
+    )
+    results = streamed(clients["crowded"], f"crowded {marker}")
+    assert artifact_text(final_task(clients["crowded"], results)) == "3"
+    requests = anthropic.requests_for(marker)
+    assert len(requests) == 2 and all(r.refused is None for r in requests)
+    for request in requests:
+        assert request.body["system"][-1]["cache_control"] == EPHEMERAL
+        assert all("cache_control" not in tool for tool in request.body["tools"])
+        assert cache_breakpoints(request.body) <= 4
 
 
 def test_the_openai_fake_sees_no_cache_control(clients, fake_llm, marker):
