@@ -240,3 +240,15 @@ def test_stored_messages_old_and_new_load() -> None:
         "role": "assistant",
         "tool_calls": [],
     }
+
+
+async def test_every_backend_keeps_the_reasoning_of_a_stored_message(backend) -> None:
+    round_message = ChatMessage(
+        role="assistant",
+        content=None,
+        tool_calls=[ToolCall(id="c1", name="add", arguments="{}")],
+        thinking=ROUND_THINKING,
+    )
+    unit = [round_message, ChatMessage(role="tool", content="3", tool_call_id="c1", name="add")]
+    await backend.messages.append("ctx-think", unit, owner=OWNER, unit_id="u1")
+    assert await backend.messages.window("ctx-think", owner=OWNER, limit=10) == unit
