@@ -24,6 +24,7 @@ from agent.events import (
     LLMCallFinished,
     LLMCallStarted,
     MessagesCommitted,
+    ReasoningDelta,
     TextDelta,
     TextSink,
     TurnCompleted,
@@ -34,6 +35,7 @@ from agent.events import (
 )
 from agent.hooks import HookChain, HookFailed
 from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.reasoning import reasoning_fields
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
 from agent.tools.control import ASK_USER, CONTROL_TOOLS, FINISH
@@ -49,8 +51,11 @@ ANSWER_SEPARATOR = "\n\n"
 
 
 def to_llm_message(message: ChatMessage) -> dict[str, Any]:
-    """A stored conversation message in the OpenAI chat format LiteLLM takes."""
+    """A stored conversation message in the OpenAI chat format LiteLLM takes, its reasoning in
+    LiteLLM's fields (the adapter keeps those the provider takes back)."""
     payload: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.thinking is not None:
+        payload.update(reasoning_fields(message.thinking))
     if message.tool_calls:
         payload["tool_calls"] = [
             {
@@ -78,6 +83,14 @@ def _add_answer_text(state: LoopState, text: str, *, new_paragraph: bool) -> lis
     return [TextDelta(text=text)]
 
 
+def add_usage_details(state: LoopState, usage: Usage) -> None:
+    """Count a call's reasoning and cache tokens in the turn's (reported by some providers)."""
+    if usage.reasoning_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
+        state.reasoning_tokens += usage.reasoning_tokens
+        state.cache_read_tokens += usage.cache_read_tokens
+        state.cache_write_tokens += usage.cache_write_tokens
+
+
 class _TurnEnded(Exception):
     def __init__(self, event: TurnFailed) -> None:
         self.event = event
@@ -97,8 +110,10 @@ class AgentLoop:
         ask_user_tool: bool = True,
         finish_tool: bool = True,
         max_messages: int | None = None,
+        stream_reasoning: bool = False,
     ) -> None:
         self._llm = llm
+        self._stream_reasoning = stream_reasoning  # AGENT_REASONING=stream
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._max_messages = max_messages
@@ -234,18 +249,21 @@ class AgentLoop:
                 finish_reason=response.finish_reason,
             )
             if not response.tool_calls:
-                answer = ChatMessage(role="assistant", content=response.content or None)
+                answer = ChatMessage(
+                    role="assistant", content=response.content or None, thinking=response.thinking
+                )
                 state.conversation.append(answer)
                 yield MessagesCommitted(unit_id=f"{state.iterations}:answer", messages=[answer])
                 yield await self._completed(turn, state)
                 return
             state.pending_content = response.content or None
+            state.pending_thinking = response.thinking
             state.pending_calls = response.tool_calls
             yield CheckpointReached.of(state)
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[TextDelta | LLMResponse]:
+    ) -> AsyncIterator[TextDelta | ReasoningDelta | LLMResponse]:
         messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
@@ -268,7 +286,10 @@ class AgentLoop:
         try:
             async for item in self._llm.stream(request):
                 if not isinstance(item, LLMText):
-                    response = item
+                    if isinstance(item, LLMResponse):
+                        response = item
+                    elif self._stream_reasoning and item.text:  # never part of the answer
+                        yield ReasoningDelta(text=item.text)
                 elif item.text:  # per chunk: no list and no call (the hot path of a turn)
                     if first_text and state.answer:  # another call's text: a new paragraph
                         state.answer.append(ANSWER_SEPARATOR)
@@ -289,6 +310,7 @@ class AgentLoop:
             span.end()
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
         _count(state, response.usage)
+        add_usage_details(state, response.usage)
         await self._hooks.after_llm_call(turn, response)
         if response.finish_reason == "length":
             raise _TurnEnded(
@@ -327,6 +349,9 @@ class AgentLoop:
         return Usage(
             prompt_tokens=state.prompt_tokens,
             completion_tokens=state.completion_tokens,
+            reasoning_tokens=state.reasoning_tokens,
+            cache_read_tokens=state.cache_read_tokens,
+            cache_write_tokens=state.cache_write_tokens,
             cost_usd=None if state.unpriced_calls else state.cost_usd,
             model=state.model,
         )

@@ -257,7 +257,10 @@ class ToolRound:
         """The assistant message with its calls and all their results (in call order): one unit."""
         unit = [
             ChatMessage(
-                role="assistant", content=state.pending_content, tool_calls=state.pending_calls
+                role="assistant",
+                content=state.pending_content,
+                tool_calls=state.pending_calls,
+                thinking=state.pending_thinking,
             )
         ] + [
             ChatMessage(
@@ -269,6 +272,6 @@ class ToolRound:
             for call in state.pending_calls
         ]
         state.conversation.extend(unit)
-        state.pending_calls, state.pending_content = [], None
+        state.pending_calls, state.pending_content, state.pending_thinking = [], None, None
         state.results, state.approved, state.tool_inputs = {}, [], {}
         return MessagesCommitted(unit_id=f"{state.iterations}:tools", messages=unit)

@@ -239,6 +239,7 @@ def _build(
         ask_user_tool=settings.agent_ask_user_tool,
         finish_tool=settings.agent_finish_tool,
         max_messages=settings.agent_history_max_messages,
+        stream_reasoning=settings.agent_reasoning == "stream",
     )
     return HostedAgent(
         name=name,

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 
 from agent.errors import AgentError
 from agent.events import Usage
-from stores.models import ToolCall
+from stores.models import Thinking, ToolCall
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
@@ -44,6 +44,13 @@ class LLMText:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LLMReasoning:
+    """A streamed chunk of the model's reasoning (thinking) text: never part of the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LLMResponse:
     """The complete response, yielded last."""
 
@@ -51,6 +58,8 @@ class LLMResponse:
     tool_calls: list[ToolCall]
     finish_reason: str | None
     usage: Usage
+    thinking: Thinking | None = None
+    """The response's reasoning (text and the provider's blocks), when the model produced any."""
 
 
 class LLMClient(ABC):
@@ -60,7 +69,9 @@ class LLMClient(ABC):
     """
 
     @abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]: ...
+    def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]: ...
 
     async def warm_up(self) -> None:
         """Load what the first call would (off the request path); ready when it returns."""

@@ -7,6 +7,8 @@ imports it in a worker thread when the server starts.
 from __future__ import annotations
 
 import asyncio
+import dataclasses
+import functools
 import logging
 import os
 import re
@@ -16,9 +18,19 @@ from types import ModuleType
 from typing import Any
 
 from agent.events import Usage
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMReasoning,
+    LLMRequest,
+    LLMResponse,
+    LLMText,
+)
+from agent.llm.caching import mark_breakpoints, takes_breakpoints
 from agent.llm.fallbacks import ModelRoute
+from agent.llm.reasoning import ThinkingCollector, for_provider, replay_of
 from agent.llm.retries import GiveUp, Retry, RetrySchedule, asked_delay
+from agent.llm.usage import usage_of
 from stores.models import ToolCall
 
 logger = logging.getLogger(__name__)
@@ -79,6 +91,15 @@ def classify(exc: Exception) -> str:
     return "provider_error"
 
 
+@functools.lru_cache(maxsize=64)
+def provider_of(model: str, api_base: str | None) -> str | None:
+    """LiteLLM's name for a model's provider (`anthropic`, `openai`...), looked up once."""
+    try:
+        return str(import_litellm().get_llm_provider(model, api_base=api_base)[1])
+    except Exception:
+        return None
+
+
 def _is_transient(exc: Exception) -> bool:
     import openai
 
@@ -121,6 +142,7 @@ class LiteLLMClient(LLMClient):
         retry_backoff_s: float = 0.5,
         params: dict[str, Any] | None = None,
         fallbacks: list[ModelRoute] | None = None,
+        prompt_caching: bool = True,
     ) -> None:
         self._model = model
         self._api_base = api_base
@@ -133,6 +155,7 @@ class LiteLLMClient(LLMClient):
         self._routes += fallbacks or []
         self._window: object = _UNKNOWN
         self._prices: dict[str, bool] = {}
+        self._prompt_caching = prompt_caching
 
     async def warm_up(self) -> None:
         """Load LiteLLM without blocking the event loop (at once if it is already loaded)."""
@@ -153,7 +176,9 @@ class LiteLLMClient(LLMClient):
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         return int(import_litellm().token_counter(model=self._model, messages=messages))
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+    async def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         # While the warm-up thread still imports, a synchronous import here would stall the loop.
         await self.warm_up()
         litellm = import_litellm()
@@ -177,7 +202,7 @@ class LiteLLMClient(LLMClient):
 
     async def _with_retries(
         self, litellm: ModuleType, route: ModelRoute, request: LLMRequest
-    ) -> AsyncIterator[LLMText | LLMResponse]:
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         """One model's attempts: retried while transient, nothing has reached the client, and
         the schedule (LLM_NUM_RETRIES within LLM_TIMEOUT_S) allows. LiteLLM's own retries are
         off (`num_retries=0`), so each attempt is one request."""
@@ -225,11 +250,12 @@ class LiteLLMClient(LLMClient):
 
     async def _stream_once(
         self, litellm: ModuleType, request: LLMRequest, route: ModelRoute
-    ) -> AsyncIterator[LLMText | LLMResponse]:
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+        provider = provider_of(route.model, route.api_base)
         arguments: dict[str, Any] = {
             **self._params,  # first: the keys below are the adapter's (LLM_PARAMS refuses them)
             "model": route.model,
-            "messages": request.messages,
+            "messages": for_provider(request.messages, replay_of(provider)),
             "stream": True,
             "stream_options": {"include_usage": True},
             "timeout": self._timeout_s,
@@ -241,15 +267,16 @@ class LiteLLMClient(LLMClient):
             arguments["api_base"] = route.api_base
         if route.api_key:
             arguments["api_key"] = route.api_key
+        if self._prompt_caching and takes_breakpoints(provider, route.model):
+            mark_breakpoints(arguments)
         response = await litellm.acompletion(**arguments)
         content: list[str] = []
         calls: dict[int, dict[str, str]] = {}
         finish_reason: str | None = None
         reported: Any = None
+        thinking: ThinkingCollector | None = None  # made at the first reasoning delta
         async for chunk in response:
-            chunk_usage = getattr(chunk, "usage", None)
-            if chunk_usage:
-                reported = chunk_usage
+            reported = getattr(chunk, "usage", None) or reported
             if not chunk.choices:
                 continue
             choice = chunk.choices[0]
@@ -260,6 +287,13 @@ class LiteLLMClient(LLMClient):
             if delta.content:
                 content.append(delta.content)
                 yield LLMText(text=delta.content)
+            reasoning = getattr(delta, "reasoning_content", None)
+            blocks = getattr(delta, "thinking_blocks", None)
+            if reasoning or blocks:
+                thinking = thinking or ThinkingCollector()
+                thinking.add(reasoning, blocks)
+                if reasoning:
+                    yield LLMReasoning(text=reasoning)
             for call in getattr(delta, "tool_calls", None) or []:
                 slot = calls.setdefault(call.index or 0, {"id": "", "name": "", "arguments": ""})
                 slot["id"] = call.id or slot["id"]
@@ -277,6 +311,7 @@ class LiteLLMClient(LLMClient):
             tool_calls=tool_calls,
             finish_reason=finish_reason,
             usage=self._usage(litellm, route.model, reported),
+            thinking=thinking.result() if thinking is not None else None,
         )
 
     def _usage(self, litellm: ModuleType, model: str, reported: Any) -> Usage:
@@ -293,12 +328,7 @@ class LiteLLMClient(LLMClient):
                 cost = float(prompt_cost) + float(completion_cost)
             except Exception as exc:  # no price after all: no cost rather than a made-up one
                 logger.debug("model=<%s> | no cost: %s", model, exc)
-        return Usage(
-            prompt_tokens=reported.prompt_tokens or 0,
-            completion_tokens=reported.completion_tokens or 0,
-            cost_usd=cost,
-            model=model,
-        )
+        return dataclasses.replace(usage_of(reported), cost_usd=cost, model=model)
 
     def _priced(self, litellm: ModuleType, model: str) -> bool:
         """Whether LiteLLM's map has the model's token prices (looked up once per model).

@@ -78,6 +78,12 @@ class EngineSettings(BaseSettings):
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
+    agent_reasoning: Literal["hide", "stream"] = Field(
+        "hide",
+        description="The model's reasoning (thinking): `hide` keeps it from clients; `stream`"
+        " sends it as it comes, in WORKING status updates whose text parts have metadata"
+        ' `{"thought": true}` (never in the answer).',
+    )
     # --- the model
     llm_model: str | None = Field(
         None,
@@ -123,4 +129,9 @@ class EngineSettings(BaseSettings):
         description="Models tried in order when a call fails after its retries: a JSON list of"
         ' `{"model", "api_base", "api_key"}` (`api_key` as `${VAR}`, read from the'
         " environment); only while no answer text has reached the client.",
+    )
+    llm_prompt_caching: bool = Field(
+        True,
+        description="Mark the system prompt and the tool list as cache breakpoints for providers"
+        " that take them (Anthropic; within its 4); others cache on their own.",
     )
