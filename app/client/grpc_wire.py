@@ -52,7 +52,7 @@ class GrpcWire:
             if tls
             else grpc.aio.insecure_channel(target)
         )
-        self._stub = a2a_pb2_grpc.A2AServiceStub(self._channel)
+        self._stub = a2a_pb2_grpc.A2AServiceStub(self._channel)  # type: ignore[no-untyped-call]
         self._tenant = tenant
         self._metadata = tuple(
             (name.lower(), value) for name, value in headers.items() if name.lower() != "accept"
