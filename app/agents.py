@@ -27,7 +27,7 @@ from agent.loop import AgentLoop
 from agent.tck_profile import TCK_PROFILE, TckHooks
 from agent.tools.base import ToolLoadError, ToolProvider
 from agent.tools.toolbox import Toolbox
-from app.a2a.card import signed_extended_card
+from app.a2a.card import declared_extensions, signed_extended_card
 from app.a2a.card_signing import CardSigner
 from app.engine import build_llm, build_toolbox
 from app.extensions import Extensions
@@ -55,6 +55,9 @@ class HostedAgent:
     hooks: list[Hooks]
     hook_chain: HookChain
     agent: Agent
+    extensions: Extensions
+    """The A2A extensions its card declares and its requests activate: the file's `extensions`
+    (else A2A_EXTENSIONS), then its own hooks' and tool sources'."""
 
     @property
     def path(self) -> str:
@@ -83,6 +86,10 @@ class Agents:
             return self.first
         return self._by_name.get(tenant)
 
+    def extensions_of(self, tenant: str | None) -> Extensions:
+        """The extensions of the agent a request's checked tenant names (the edge's lookup)."""
+        return (self.for_tenant(tenant) or self.first).extensions
+
     def agent_of(self, owner: str) -> Agent:
         """The agent that runs the turns of `owner`'s tasks (the runtime's lookup)."""
         hosted = self.for_tenant(tenant_of(owner))
@@ -106,10 +113,6 @@ class Agents:
     def toolboxes(self) -> list[Toolbox]:
         return [agent.toolbox for agent in self.all]
 
-    def sources(self) -> list[object]:
-        """Every hook and tool source (what may declare an A2A extension)."""
-        return [item for agent in self.all for item in (*agent.hooks, *agent.toolbox.providers)]
-
     def tool_names(self) -> list[str]:
         return sorted({tool.name for agent in self.all for tool in agent.toolbox.tools})
 
@@ -126,7 +129,6 @@ class Agents:
     def extended_card(
         self,
         signer: CardSigner | None,
-        extensions: Extensions | None,
         url: str,
         with_v03: bool,
         tenant: str | None,
@@ -137,7 +139,7 @@ class Agents:
             hosted.settings,
             hosted.toolbox,
             signer,
-            extensions,
+            hosted.extensions,
             url + hosted.path,
             with_v03,
             skills=hosted.skills,
@@ -159,10 +161,14 @@ def agent_definitions(settings: Settings) -> list[AgentDefinition] | None:
 
 
 def agent_settings(settings: Settings, definition: AgentDefinition) -> Settings:
-    """The environment's settings with the agent's own over them (each checked by its type)."""
+    """The environment's settings with the agent's own over them (each checked by its type).
+    The agent's `extensions` replace A2A_EXTENSIONS rather than add to it, so that an agent can
+    drop what the server requires of the others."""
+    own = {} if definition.extensions is None else {"a2a_extensions": definition.extensions}
     return settings.model_copy(
         update={
             **definition.overrides,
+            **own,
             "agent_name": definition.name,
             "agent_description": definition.description or settings.agent_description,
         }
@@ -250,4 +256,5 @@ def _build(
         hooks=registered,
         hook_chain=hook_chain,
         agent=Agent(loop, messages, history_max_messages=settings.agent_history_max_messages),
+        extensions=declared_extensions(settings, [*registered, *toolbox.providers]),
     )

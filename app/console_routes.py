@@ -18,6 +18,7 @@ FILES = {
     "console.css": "text/css; charset=utf-8",
     "console.js": "text/javascript; charset=utf-8",
     "a2a.js": "text/javascript; charset=utf-8",
+    "extensions.js": "text/javascript; charset=utf-8",
     "turn_view.js": "text/javascript; charset=utf-8",
     "markdown.js": "text/javascript; charset=utf-8",
 }

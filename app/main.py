@@ -104,7 +104,7 @@ def _mount(app: ServerApp, services: Services) -> None:
             hosted.settings,
             hosted.toolbox,
             signer=signer,
-            extensions=edge.extensions,
+            extensions=hosted.extensions,
             path=path,
             skills=hosted.skills,
             agent=hosted.name if path else None,

@@ -40,7 +40,6 @@ from agent.tools.base import ToolProvider
 from agent.tools.control import ASK_USER, FINISH
 from app.a2a.card import (
     card_base_url,
-    declared_extensions,
     package_version,
     signed_public_card,
 )
@@ -203,7 +202,8 @@ def build_services(
         rate_limiter=build_rate_limiter(settings, stores),
         base_url=partial(card_base_url, settings),
         tenants=tenants,
-        extensions=declared_extensions(settings, agents.sources()),
+        extensions=agents.first.extensions,
+        extensions_of=agents.extensions_of,
     )
     # Per-principal shares need principals: without authentication every caller is the one
     # anonymous owner, and the replica-wide limits are the ones that apply.
@@ -255,7 +255,7 @@ def build_services(
     operations = Operations(
         handler,
         limits=RequestLimits.from_settings(settings),
-        extended_card=partial(agents.extended_card, card_signer, edge.extensions),
+        extended_card=partial(agents.extended_card, card_signer),
         pushes=pushes,
         push_policy=push_policy(settings),
         on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
@@ -289,7 +289,7 @@ def build_services(
                 agents.first.settings,
                 agents.first.toolbox,
                 card_signer,
-                edge.extensions,
+                agents.first.extensions,
                 skills=agents.first.skills,
             ),
         ),

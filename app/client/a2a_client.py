@@ -1,6 +1,7 @@
 """The client side of A2A, shared by the remote-agent tools and the `a2a` CLI.
 
-It reads an agent card, picks what the card offers (1.0 before 0.3, JSON-RPC before HTTP+JSON)
+It reads an agent card, picks what the card offers (app.client.endpoints: 1.0 before 0.3,
+JSON-RPC before HTTP+JSON, or the binding asked for, gRPC included: app.client.grpc_wire)
 and speaks that generation and binding: a streamed send, subscribe (with `Last-Event-ID`), get,
 list and cancel. Events come back the same way whatever the wire: `Event(kind, payload, raw, id)`
 with `kind` one of task, status, artifact, message; `state_of(payload)` gives 1.0 state names.
@@ -11,35 +12,48 @@ from __future__ import annotations
 import json
 import uuid
 from collections.abc import AsyncGenerator, AsyncIterator, Iterable
-from dataclasses import dataclass
-from typing import Any, Literal
-from urllib.parse import quote, urlsplit
+from typing import TYPE_CHECKING, Any
+from urllib.parse import quote
 
 import httpx
 
-# The protocol generations a card may offer (the server's `app.a2a.versions.Generation`: the
-# client imports nothing of the server's, so it names them itself).
-Generation = Literal["1.0", "0.3"]
+from app.client.endpoints import (
+    WELL_KNOWN_CARD,
+    Endpoint,
+    Generation,
+    NoInterface,
+    card_url_of,
+    choose_endpoint,
+)
+from app.client.events import (
+    END_STATES,
+    INTERRUPTED_STATES,
+    Event,
+    parts_of,
+    read_event,
+    state_of,
+    status_text,
+    text_of,
+)
 
-_STATES_03 = {
-    "submitted": "TASK_STATE_SUBMITTED",
-    "working": "TASK_STATE_WORKING",
-    "input-required": "TASK_STATE_INPUT_REQUIRED",
-    "auth-required": "TASK_STATE_AUTH_REQUIRED",
-    "completed": "TASK_STATE_COMPLETED",
-    "canceled": "TASK_STATE_CANCELED",
-    "failed": "TASK_STATE_FAILED",
-    "rejected": "TASK_STATE_REJECTED",
-    "TASK_STATE_CANCELLED": "TASK_STATE_CANCELED",  # 0.3 ProtoJSON (HTTP+JSON) spells it so
-}
-END_STATES = {
-    "TASK_STATE_COMPLETED",
-    "TASK_STATE_CANCELED",
-    "TASK_STATE_FAILED",
-    "TASK_STATE_REJECTED",
-}
-INTERRUPTED_STATES = {"TASK_STATE_INPUT_REQUIRED", "TASK_STATE_AUTH_REQUIRED"}
-WELL_KNOWN_CARD = "/.well-known/agent-card.json"
+if TYPE_CHECKING:
+    from app.client.grpc_wire import GrpcWire
+
+__all__ = [
+    "END_STATES",
+    "INTERRUPTED_STATES",
+    "WELL_KNOWN_CARD",
+    "Endpoint",
+    "Event",
+    "Generation",
+    "card_url_of",
+    "choose_endpoint",
+    "parts_of",
+    "read_event",
+    "state_of",
+    "status_text",
+    "text_of",
+]
 
 
 class A2AClientError(Exception):
@@ -54,90 +68,6 @@ class Unauthorized(A2AClientError):
     """The agent wants credentials (HTTP 401)."""
 
 
-@dataclass(frozen=True)
-class Endpoint:
-    url: str
-    binding: str  # JSONRPC | HTTP+JSON
-    generation: Generation
-    tenant: str | None = None
-    """The interface's `tenant` (1.0): sent with every request, as the spec asks a client to."""
-
-
-@dataclass(frozen=True)
-class Event:
-    kind: str  # task | status | artifact | message
-    payload: dict[str, Any]
-    raw: dict[str, Any]  # the event as the wire carried it (the JSON-RPC result, or the body)
-    id: str | None = None  # its SSE id (a journal position on our servers)
-
-
-def card_url_of(url: str) -> str:
-    """The card of an agent's base URL; a URL ending in .json is the card itself."""
-    return url if urlsplit(url).path.endswith(".json") else url.rstrip("/") + WELL_KNOWN_CARD
-
-
-def choose_endpoint(card: dict[str, Any]) -> Endpoint:
-    """1.0 before 0.3, JSON-RPC before HTTP+JSON, among what the card offers."""
-    offered: list[Endpoint] = []
-    for interface in card.get("supportedInterfaces") or []:
-        version: Generation = (
-            "0.3" if str(interface.get("protocolVersion", "")).startswith("0.") else "1.0"
-        )
-        binding, tenant = interface.get("protocolBinding", ""), interface.get("tenant") or None
-        offered.append(Endpoint(interface["url"], binding, version, tenant))
-    if card.get("url"):
-        offered.append(Endpoint(card["url"], card.get("preferredTransport", "JSONRPC"), "0.3"))
-        for interface in card.get("additionalInterfaces") or []:
-            offered.append(Endpoint(interface["url"], interface.get("transport", ""), "0.3"))
-    ranked = [
-        endpoint
-        for generation in ("1.0", "0.3")
-        for binding in ("JSONRPC", "HTTP+JSON")
-        for endpoint in offered
-        if endpoint.generation == generation and endpoint.binding == binding
-    ]
-    if not ranked:
-        raise NotAnAgent("the agent card offers no JSON-RPC or HTTP+JSON interface")
-    return ranked[0]
-
-
-def read_event(result: dict[str, Any]) -> tuple[str, dict[str, Any]]:
-    """(kind, payload) of a result or streamed event of either generation."""
-    for key, kind in (
-        ("task", "task"),
-        ("statusUpdate", "status"),
-        ("artifactUpdate", "artifact"),
-        ("message", "message"),
-        ("msg", "message"),  # 0.3 ProtoJSON (HTTP+JSON)
-    ):
-        if key in result:
-            return kind, result[key]
-    kinds = {"task": "task", "status-update": "status", "artifact-update": "artifact"}
-    return kinds.get(result.get("kind", ""), "message"), result
-
-
-def state_of(payload: dict[str, Any]) -> str | None:
-    """A task's or status update's state, in 1.0 names."""
-    state = (payload.get("status") or {}).get("state")
-    return _STATES_03.get(state, state) if isinstance(state, str) else None
-
-
-def parts_of(holder: dict[str, Any]) -> list[dict[str, Any]]:
-    """The parts of a message or artifact (`content` in 0.3 ProtoJSON)."""
-    return list(holder.get("parts") or holder.get("content") or [])
-
-
-def text_of(holder: dict[str, Any] | None) -> str:
-    """The text parts of a message or artifact, joined."""
-    return "".join(
-        part["text"] for part in parts_of(holder or {}) if isinstance(part.get("text"), str)
-    )
-
-
-def status_text(payload: dict[str, Any]) -> str:
-    return text_of((payload.get("status") or {}).get("message"))
-
-
 class A2AClient:
     """One agent, reached through the endpoint its card offers."""
 
@@ -148,6 +78,7 @@ class A2AClient:
         *,
         headers: dict[str, str] | None = None,
         card: dict[str, Any] | None = None,
+        extensions: Iterable[str] = (),
     ) -> None:
         self._http = http
         self.endpoint = endpoint
@@ -155,6 +86,21 @@ class A2AClient:
         self._headers = dict(headers or {})
         if endpoint.generation == "1.0":
             self._headers["A2A-Version"] = "1.0"
+        self._headers |= self.extension_headers(extensions)
+        self._grpc: GrpcWire | None = None
+
+    @property
+    def _wire(self) -> GrpcWire:
+        """The gRPC channel (GRPC endpoints), opened on first use; `aclose` closes it."""
+        if self._grpc is None:
+            from app.client.grpc_wire import GrpcWire  # grpc is imported only when used
+
+            self._grpc = GrpcWire(self.endpoint.url, self.endpoint.tenant, self._headers)
+        return self._grpc
+
+    async def aclose(self) -> None:
+        if self._grpc is not None:
+            await self._grpc.aclose()
 
     @property
     def extensions(self) -> frozenset[str]:
@@ -178,10 +124,23 @@ class A2AClient:
 
     @classmethod
     async def connect(
-        cls, http: httpx.AsyncClient, url: str, *, headers: dict[str, str] | None = None
+        cls,
+        http: httpx.AsyncClient,
+        url: str,
+        *,
+        headers: dict[str, str] | None = None,
+        binding: str | None = None,
+        card_order: bool = False,
+        extensions: Iterable[str] = (),
     ) -> A2AClient:
+        """The agent at `url` through its card's interface (see `choose_endpoint`), asking
+        for `extensions` in every request."""
         card = await fetch_card(http, url, headers=headers)
-        return cls(http, choose_endpoint(card), headers=headers, card=card)
+        try:
+            endpoint = choose_endpoint(card, binding=binding, card_order=card_order)
+        except NoInterface as exc:
+            raise NotAnAgent(str(exc)) from None
+        return cls(http, endpoint, headers=headers, card=card, extensions=extensions)
 
     # --- messages ---
 
@@ -218,6 +177,11 @@ class A2AClient:
     ) -> AsyncGenerator[Event, None]:
         """Send a message and stream what the agent does with it (`headers`: e.g. the trace
         context of this call)."""
+        if self.endpoint.binding == "GRPC":
+            params = {"message": message}
+            async for event in self._grpc_events("SendStreamingMessage", params, headers):
+                yield event
+            return
         request: tuple[str, str, dict[str, Any] | None]
         if self.endpoint.binding == "JSONRPC":
             method = (
@@ -234,6 +198,10 @@ class A2AClient:
     ) -> AsyncGenerator[Event, None]:
         """A task's events from now (or, with `last_event_id`, those after it)."""
         headers = {"Last-Event-ID": last_event_id} if last_event_id else {}
+        if self.endpoint.binding == "GRPC":
+            async for event in self._grpc_events("SubscribeToTask", {"id": task_id}, headers):
+                yield event
+            return
         request: tuple[str, str, dict[str, Any] | None]
         if self.endpoint.binding == "JSONRPC":
             method = "SubscribeToTask" if self.endpoint.generation == "1.0" else "tasks/resubscribe"
@@ -246,12 +214,16 @@ class A2AClient:
     # --- tasks ---
 
     async def get_task(self, task_id: str) -> dict[str, Any]:
+        if self.endpoint.binding == "GRPC":
+            return await self._grpc_call("GetTask", {"id": task_id})
         if self.endpoint.binding == "JSONRPC":
             method = "GetTask" if self.endpoint.generation == "1.0" else "tasks/get"
             return await self._rpc(method, {"id": task_id})
         return await self._rest("GET", f"/tasks/{task_id}")
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
+        if self.endpoint.binding == "GRPC":
+            return await self._grpc_call("CancelTask", {"id": task_id})
         if self.endpoint.binding == "JSONRPC":
             method = "CancelTask" if self.endpoint.generation == "1.0" else "tasks/cancel"
             return await self._rpc(method, {"id": task_id})
@@ -261,13 +233,36 @@ class A2AClient:
         if self.endpoint.generation == "0.3":
             raise A2AClientError("A2A 0.3 has no task listing (the agent speaks 0.3)")
         params = {"contextId": context_id} if context_id else {}
-        if self.endpoint.binding == "JSONRPC":
+        if self.endpoint.binding == "GRPC":
+            result = await self._grpc_call("ListTasks", params)
+        elif self.endpoint.binding == "JSONRPC":
             result = await self._rpc("ListTasks", params)
         else:
             result = await self._rest("GET", "/tasks", params=params)
         return list(result.get("tasks") or [])
 
     # --- the wire ---
+
+    async def _grpc_call(self, method: str, params: dict[str, Any]) -> dict[str, Any]:
+        from app.client.grpc_wire import GrpcFailure
+
+        try:
+            return await self._wire.call(method, f"{method}Request", params)
+        except GrpcFailure as exc:
+            raise A2AClientError(str(exc)) from None
+
+    async def _grpc_events(
+        self, method: str, params: dict[str, Any], headers: dict[str, str] | None
+    ) -> AsyncGenerator[Event, None]:
+        from app.client.grpc_wire import GrpcFailure
+
+        kind = "SendMessageRequest" if method == "SendStreamingMessage" else f"{method}Request"
+        try:
+            async for event_id, result in self._wire.stream(method, kind, params, headers):
+                event_kind, payload = read_event(result)
+                yield Event(event_kind, payload, result, event_id)
+        except GrpcFailure as exc:
+            raise A2AClientError(str(exc)) from None
 
     def _rest_url(self, path: str) -> str:
         endpoint = self.endpoint

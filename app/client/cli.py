@@ -10,6 +10,9 @@
     a2a subscribe URL ID [--last-event-id N]   follow a task (resume after N)
 
 URL is an agent's base URL (`URL/{name}` for one of a server's agents) or its card's URL.
+`--binding jsonrpc|rest|grpc` picks the card's interface of that binding (default: the card's
+first interface the CLI speaks, 1.0 before 0.3); `--extension URI` (repeatable) asks for an A2A
+extension in every request (`A2A-Extensions`; gRPC: metadata).
 `--json` prints the raw events (or results) one JSON document per line. Credentials: `--api-key` (or
 A2A_API_KEY) as `X-API-Key`, `--bearer TOKEN` as `Authorization: Bearer`. A failure is one line on
 stderr and a non-zero exit: 1 an error, 2 usage, 3 the task waits for input (`send`), 130 canceled.
@@ -44,6 +47,7 @@ from app.client.a2a_client import (
 )
 from app.client.agent_directory import list_agents
 from app.client.card_signatures import verify_card
+from app.client.endpoints import BINDINGS
 from app.client.printer import Printer, Turn, describe_parts
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INPUT, EXIT_CANCELED = 1, 2, 3, 130
@@ -89,7 +93,18 @@ def headers_of(args: argparse.Namespace) -> dict[str, str]:
 
 
 async def connect(args: argparse.Namespace, http: httpx.AsyncClient) -> A2AClient:
-    return await A2AClient.connect(http, args.url, headers=headers_of(args))
+    """The agent through the interface `--binding` names (else the card's first the CLI
+    speaks), with `--extension`s; closed when the command ends (`_with_http`)."""
+    agent = await A2AClient.connect(
+        http,
+        args.url,
+        headers=headers_of(args),
+        binding=BINDINGS[args.binding] if args.binding else None,
+        card_order=True,
+        extensions=args.extension or (),
+    )
+    args.exit_stack.push_async_callback(agent.aclose)
+    return agent
 
 
 def emit(result: Any, args: argparse.Namespace) -> None:
@@ -262,8 +277,12 @@ def _chat_turn(text: str, turn: Turn, printer: Printer) -> Any:
 
 
 async def _with_http(args: argparse.Namespace, work: Any) -> Any:
-    """`work(http, args)` with an HTTP client (no proxy from the environment)."""
-    async with httpx.AsyncClient(trust_env=False, timeout=args.timeout) as http:
+    """`work(http, args)` with an HTTP client (no proxy from the environment); the agents it
+    connects to are closed after it (a gRPC channel)."""
+    async with (
+        httpx.AsyncClient(trust_env=False, timeout=args.timeout) as http,
+        contextlib.AsyncExitStack() as args.exit_stack,
+    ):
         return await work(http, args)
 
 
@@ -285,6 +304,17 @@ def parser() -> argparse.ArgumentParser:
     common.add_argument("--api-key", help="sent as X-API-Key (default: $A2A_API_KEY)")
     common.add_argument("--bearer", help="sent as Authorization: Bearer TOKEN")
     common.add_argument("--timeout", type=float, default=30.0, help="seconds per request")
+    common.add_argument(
+        "--binding",
+        choices=list(BINDINGS),
+        help="the card's interface to use (default: its first one the CLI speaks)",
+    )
+    common.add_argument(
+        "--extension",
+        action="append",
+        metavar="URI",
+        help="ask for this A2A extension in every request (A2A-Extensions); repeatable",
+    )
     root = argparse.ArgumentParser(prog="a2a", description="A client for any A2A agent.")
     sub = root.add_subparsers(dest="command", required=True)
     sub.add_parser("agents", parents=[common], help="list the agents a server hosts")

@@ -25,15 +25,23 @@ export async function listAgents({ credentials = () => ({}), log = () => {} } = 
 }
 
 export class Agent {
-  constructor({ base = "/", credentials = () => ({}), log = () => {} } = {}) {
+  constructor({ base = "/", credentials = () => ({}), extensions = () => null, log = () => {} } = {}) {
     this.base = base;
     this.credentials = credentials; // () => headers (X-API-Key or Authorization)
+    this.extensions = extensions; // () => the A2A-Extensions value, or null for none
     this.log = log;
     this.nextId = 1;
   }
 
   headers(extra = {}) {
-    return { "Content-Type": "application/json", "A2A-Version": "1.0", ...this.credentials(), ...extra };
+    const extensions = this.extensions();
+    return {
+      "Content-Type": "application/json",
+      "A2A-Version": "1.0",
+      ...(extensions ? { "A2A-Extensions": extensions } : {}),
+      ...this.credentials(),
+      ...extra,
+    };
   }
 
   get endpoint() {

@@ -7,6 +7,7 @@
 // agent's, and a turn left streaming is followed again when its agent is picked back.
 
 import { A2AError, Agent, AuthRequired, listAgents } from "./a2a.js";
+import { ExtensionToggles } from "./extensions.js";
 import { TERMINAL, TurnView, block, textOf, userBubble } from "./turn_view.js";
 
 const $ = (id) => document.getElementById(id);
@@ -23,7 +24,8 @@ const state = {
   contextId: null, taskId: null, waiting: null, running: null, card: null, agentName: null, resumed: false,
 };
 
-const agent = new Agent({ credentials: credentialHeaders, log: logRaw });
+const extensions = new ExtensionToggles($("extensions"));
+const agent = new Agent({ credentials: credentialHeaders, extensions: () => extensions.header(), log: logRaw });
 
 function credentialHeaders() {
   const saved = JSON.parse(sessionStorage.getItem(AUTH_KEY) || "null");
@@ -322,6 +324,7 @@ async function openAgent(name) {
   const card = await agent.card();
   if (state.agentName !== name) return; // another agent was picked while its card came
   state.card = card;
+  extensions.show(card, name); // before the conversations: a required one is in every request
   $("agent-name").textContent = card.name;
   $("agent-description").textContent = card.description || "";
   document.title = `${card.name} · A2A console`;

@@ -40,11 +40,15 @@ class Edge:
         base_url: Callable[[Request], str] | None = None,
         tenants: Tenants | None = None,
         extensions: Extensions | None = None,
+        extensions_of: Callable[[str | None], Extensions] | None = None,
     ) -> None:
         self.authenticator = authenticator
         self.rate_limiter = rate_limiter
         self.tenants = tenants or Tenants()
         self.extensions = extensions or Extensions()
+        """The declared extensions of a request whose tenant names no agent of its own."""
+        self._extensions_of = extensions_of
+        """AGENTS_FILE: a checked tenant -> its agent's extensions (each agent requires its own)."""
         self._base_url = base_url
 
     async def context(self, request: Request, *, tenant: object = None) -> CallContext:
@@ -72,13 +76,15 @@ class Edge:
         `X-A2A-Extensions`: -32008 / 400 without a required one), then a token taken from the
         bucket of the caller within the tenant (429)."""
         principal = await self.authenticator.authenticate(headers)
+        checked = self.tenants.check(tenant)
+        extensions = self._extensions_of(checked) if self._extensions_of else self.extensions
         context = CallContext.from_request(
             headers,
             principal=principal,
-            tenant=self.tenants.check(tenant),
+            tenant=checked,
             query=query,
             base_url_of=base_url_of,
-            activate=self.extensions.activate,
+            activate=extensions.activate,
         )
         if self.rate_limiter is not None:
             try:

@@ -7,6 +7,7 @@
         system_prompt: You sort requests.      # AGENT_SYSTEM_PROMPT, for this agent
         model: openai/gpt-4o-mini              # LLM_MODEL
         api_key: ${OPENAI_API_KEY}             # from the environment, never inline
+        extensions: [{uri: https://example.com/ext/v1, required: true}]  # replaces A2A_EXTENSIONS
 
 Each agent's keys are the AGENT_* and LLM_* settings, lower-case, without the prefix; a key left
 out inherits the environment's value. The file is checked against the JSON Schema built here from
@@ -38,6 +39,7 @@ from pydantic import (
 )
 from pydantic.fields import FieldInfo
 
+from agent.extensions import AgentExtension, extensions_from
 from stores.tenants import tenant_name_problem
 
 AGENT_NAME = r"^[a-z0-9][a-z0-9-]*$"
@@ -60,6 +62,18 @@ SKILL_SCHEMA: dict[str, Any] = {
         "outputModes": {"type": "array", "items": {"type": "string"}},
     },
     "required": ["id", "name", "description", "tags"],
+    "additionalProperties": False,
+}
+EXTENSION_SCHEMA: dict[str, Any] = {
+    "type": "object",
+    "description": "An A2A AgentExtension of the agent's card.",
+    "properties": {
+        "uri": {"type": "string", "minLength": 1},
+        "description": {"type": "string"},
+        "required": {"type": "boolean", "description": "A request without it is refused."},
+        "params": {"type": "object"},
+    },
+    "required": ["uri"],
     "additionalProperties": False,
 }
 # Settings a file writes in YAML's own shapes, as well as in the environment's string form.
@@ -99,6 +113,8 @@ class AgentDefinition:
     name: str
     description: str | None = None
     skills: list[dict[str, Any]] | None = None
+    extensions: list[AgentExtension] | None = None
+    """The card's own extensions, in place of A2A_EXTENSIONS'; None: A2A_EXTENSIONS'."""
     overrides: dict[str, Any] = field(default_factory=dict)
     """Setting name (`agent_system_prompt`) -> value, checked by the setting's type."""
 
@@ -161,6 +177,13 @@ def agents_file_schema() -> dict[str, Any]:
             "type": "array",
             "items": SKILL_SCHEMA,
             "description": "The card's skills (A2A AgentSkill objects).",
+        },
+        "extensions": {
+            "type": "array",
+            "items": EXTENSION_SCHEMA,
+            "description": "The A2A extensions the agent declares, in place of A2A_EXTENSIONS"
+            " (the default of an agent without this key); a required one is required of this"
+            " agent's requests only. Its hooks' and tools' own are added.",
         },
     }
     for name, info in agent_settings_model().model_fields.items():
@@ -279,10 +302,22 @@ def load_agents_file(path: str) -> list[AgentDefinition]:
                 name=name,
                 description=values.get("description"),
                 skills=values.get("skills"),
+                extensions=_extensions(path, name, values.get("extensions")),
                 overrides={field: getattr(checked, field) for field in checked.model_fields_set},
             )
         )
     return definitions
+
+
+def _extensions(path: str, agent: str, value: Any) -> list[AgentExtension] | None:
+    """The agent's `extensions` as declarations: what the schema cannot check (a URI fit for
+    the A2A-Extensions header, one declaration per URI) as A2A_EXTENSIONS checks it."""
+    if value is None:
+        return None
+    try:
+        return extensions_from(value, where="extensions")
+    except ValueError as exc:
+        raise AgentsFileError(path, str(exc), agent=agent, key="extensions") from exc
 
 
 if __name__ == "__main__":  # python -m app.settings.agents_file > docs/agents.schema.json

@@ -125,8 +125,13 @@ def test_the_bundled_redis_keeps_its_data_on_a_volume_and_the_server_uses_it() -
     assert "'--dir' '/data'" in args
     assert "'--appendonly' 'yes'" in args
     assert "'--appendfsync' 'everysec'" in args
-    # REDIS_URL names a Service that selects that pod (and only it), on Redis's port.
-    assert config_of(docs)["REDIS_URL"] == "redis://demo-a2a-agent-server-redis:6379/0"
+    # REDIS_URL names a Service that selects that pod (and only it), on Redis's port, with the
+    # password of the Redis's Secret (never in the ConfigMap).
+    assert "REDIS_URL" not in config_of(docs)
+    env = {entry["name"]: entry for entry in server_container(docs)["env"]}
+    assert (
+        env["REDIS_URL"]["value"] == "redis://:$(REDIS_PASSWORD)@demo-a2a-agent-server-redis:6379/0"
+    )
     service = docs["Service/demo-a2a-agent-server-redis"]["spec"]
     assert service["selector"] == redis_pod["metadata"]["labels"]
     assert service["ports"] == [{"name": "redis", "port": 6379, "targetPort": "redis"}]
@@ -160,9 +165,16 @@ class ChartRedis(RedisServer):
     """A private redis-server run with the bundled Redis's rendered arguments (its /data a temp
     directory), on a free loopback port."""
 
-    def __init__(self, args: list[str]) -> None:
+    def __init__(self, args: list[str], password: str = "chart-test-password") -> None:
         super().__init__(persistent=True)
-        self.args = [str(self.dir) if arg == "/data" else arg for arg in args]
+        # Kubernetes expands $(REDIS_PASSWORD) from the container's env (the Secret's password).
+        substitutes = {"/data": str(self.dir), "$(REDIS_PASSWORD)": password}
+        self.args = [substitutes.get(arg, arg) for arg in args]
+        self.password = password
+        self.url = f"redis://:{password}@127.0.0.1:{self.port}/0"
+
+    def client(self) -> redis.Redis:
+        return redis.Redis.from_url(self.url, password=self.password, decode_responses=True)
 
     def command(self) -> list[str]:
         local = ["--port", str(self.port), "--bind", "127.0.0.1", "--logfile", str(self.log_path)]
@@ -176,7 +188,7 @@ def test_the_bundled_redis_keeps_what_it_answered_when_its_process_is_killed(
     spec = render(redis={"appendfsync": appendfsync})["StatefulSet/demo-a2a-agent-server-redis"]
     (container,) = spec["spec"]["template"]["spec"]["containers"]
     with ChartRedis(container["args"]) as server:
-        client = redis.Redis.from_url(server.url, decode_responses=True)
+        client = server.client()
         assert client.config_get("appendfsync") == {"appendfsync": appendfsync}
         for n in range(50):
             client.hset(f"chart-test:task:{n}", mapping={"state": "TASK_STATE_WORKING"})
@@ -184,7 +196,7 @@ def test_the_bundled_redis_keeps_what_it_answered_when_its_process_is_killed(
         server.proc.kill()  # SIGKILL, as an OOM kill or a lost pod: no shutdown, no last fsync
         server.proc.wait(timeout=10)
         server.start()
-        client = redis.Redis.from_url(server.url, decode_responses=True)
+        client = server.client()
         assert client.dbsize() == 50
         assert client.hgetall("chart-test:task:49") == {"state": "TASK_STATE_WORKING"}
 

@@ -1,12 +1,10 @@
 """The web console in a real browser: Playwright driving Debian's chromium (headless) against the
 server, the way a person uses it: streamed answers, tool rows, approvals, cancel, a reload in the
-middle of a turn, an answer that tries to run script, and credentials.
-
-`UPDATE_DOCS=1` makes the screenshot test write docs/console.png (it is committed)."""
+middle of a turn, an answer that tries to run script, and credentials. (docs/console.png is made
+by tests/e2e/test_console_agents.py, on a server of two agents: it shows the picker.)"""
 
 from __future__ import annotations
 
-import os
 import shutil
 from pathlib import Path
 
@@ -261,18 +259,6 @@ def test_credentials_are_asked_for_and_used(browser, fake_llm, marker):
     finally:
         context.close()
         locked.cleanup()
-
-
-def test_screenshot(page, fake_llm, marker, tmp_path):
-    fake_llm.script(
-        tool_calls([("slow_echo", {"text": "42", "seconds": 0.1})], when_user_contains=marker),
-        text("The answer is **42**.\n\n- asked the tool\n- got `42`", when_user_contains=marker),
-    )
-    say(page, f"What is the answer? {marker}")
-    page.wait_for_selector("#cancel", state="hidden")
-    target = ROOT / "docs" / "console.png" if os.environ.get("UPDATE_DOCS") else tmp_path / "c.png"
-    page.screenshot(path=str(target))
-    assert target.stat().st_size > 10_000
 
 
 def test_the_console_can_be_turned_off(fake_llm):

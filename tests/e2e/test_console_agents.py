@@ -1,14 +1,18 @@
 """The web console on a server that hosts two agents (AGENTS_FILE), in a real browser: a person
 picks an agent, talks to it at `/{name}/` (its system prompt reaches the model), sees only its
 conversations in the sidebar, keeps the pick across a reload, and a turn left streaming when
-another agent is picked is followed again, whole, when its agent is picked back."""
+another agent is picked is followed again, whole, when its agent is picked back.
+
+`UPDATE_DOCS=1` makes the screenshot test write docs/console.png (it is committed)."""
 
 from __future__ import annotations
+
+import os
 
 import pytest
 import yaml
 
-from tests.e2e.harness import ServerProcess
+from tests.e2e.harness import ROOT, ServerProcess
 from tests.e2e.test_cli_agents import AGENTS, system_prompt_of
 from tests.e2e.test_console import CHROMIUM, browser, say, until_answer_shows  # noqa: F401
 from tests.fakes.fake_llm import text
@@ -127,3 +131,27 @@ def test_an_unknown_agent_in_the_address_says_so_and_shows_the_first(page, serve
     page.wait_for_selector("#notice:not([hidden])")
     assert 'no agent named "nobody"' in page.inner_text("#notice")
     assert page.inner_text("#agent-name") == "triage"
+
+
+def test_screenshot(page, server, fake_llm, tmp_path):
+    """docs/console.png: the agent picker on a server of two agents, a conversation with one."""
+    fake_llm.script(
+        text("Sorted: it goes to **billing**.", when_user_contains="invoice 17 go?"),
+        text(
+            "It goes to **billing**:\n\n- an invoice question\n- account `4711`",
+            when_user_contains="account 4711 go?",
+        ),
+    )
+    open_console(page, server, "?agent=triage")
+    say(page, "Where does a question about invoice 17 go?")
+    until_answer_shows(page, "billing")
+    page.wait_for_selector("#cancel", state="hidden")
+    page.click("#new-conversation")
+    say(page, "And where does one about account 4711 go?")
+    until_answer_shows(page, "4711")
+    page.wait_for_selector("#cancel", state="hidden")
+    assert page.locator("#agent-picker option").all_inner_texts() == ["triage", "writer"]
+    page.wait_for_function("() => document.querySelectorAll('#conversations li').length >= 2")
+    target = ROOT / "docs" / "console.png" if os.environ.get("UPDATE_DOCS") else tmp_path / "c.png"
+    page.screenshot(path=str(target))
+    assert target.stat().st_size > 10_000

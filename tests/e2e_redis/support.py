@@ -116,7 +116,7 @@ class RedisServer:
         deadline = time.monotonic() + timeout
         while True:
             try:
-                c = redis.Redis(host="127.0.0.1", port=self.port, socket_connect_timeout=0.5)
+                c = redis.Redis.from_url(self.url, socket_connect_timeout=0.5)  # its password too
                 if c.ping():
                     # loading the AOF answers LOADING errors until done: wait for a real reply
                     c.dbsize()

@@ -116,3 +116,39 @@ def test_a_json_file_is_read_as_json(tmp_path: Path) -> None:
     path = write(tmp_path, '{"agents": [{"name": "a", "max_iterations": 2}]}', "agents.json")
     [definition] = load_agents_file(path)
     assert definition.overrides == {"agent_max_iterations": 2}
+
+
+def test_an_agents_extensions_replace_a2a_extensions(tmp_path: Path) -> None:
+    path = write(
+        tmp_path,
+        """
+agents:
+  - name: strict
+    extensions: [{uri: "urn:ext:a", required: true, params: {x: 1}}]
+  - name: none
+    extensions: []
+  - name: inherits
+""",
+    )
+    strict, none, inherits = load_agents_file(path)
+    base = Settings(redis_url=None, a2a_extensions='[{"uri": "urn:ext:server"}]')
+    [own] = agent_settings(base, strict).a2a_extensions
+    assert (own.uri, own.required, own.params) == ("urn:ext:a", True, {"x": 1})
+    assert agent_settings(base, none).a2a_extensions == []
+    assert [ext.uri for ext in agent_settings(base, inherits).a2a_extensions] == ["urn:ext:server"]
+
+
+@pytest.mark.parametrize(
+    ("extensions", "why"),
+    [
+        ("[{required: true}]", "'uri' is a required property"),
+        ('[{uri: "a b"}]', "without spaces or commas"),
+        ('[{uri: "urn:x", color: red}]', "unknown key"),
+        ('[{uri: "urn:x"}, {uri: "urn:x"}]', "declared twice"),
+        ('[{uri: "urn:x", required: "yes"}]', "is not of type 'boolean'"),
+    ],
+)
+def test_a_bad_extension_is_named(tmp_path: Path, extensions: str, why: str) -> None:
+    path = write(tmp_path, f"agents:\n  - name: a\n    extensions: {extensions}\n")
+    with pytest.raises(AgentsFileError, match=f"agent 'a': key 'extensions[^']*': .*{why}"):
+        load_agents_file(path)

@@ -106,3 +106,13 @@ true
 {{- fail (printf "terminationGracePeriodSeconds (%v) must exceed preStopSeconds (%v) + A2A_SHUTDOWN_GRACE_S (%v), or Kubernetes kills the pod before it has drained." .Values.terminationGracePeriodSeconds .Values.preStopSeconds $grace) -}}
 {{- end -}}
 {{- end -}}
+
+{{- /* The Secret holding the bundled Redis's password: the one given, or the generated one. */ -}}
+{{- define "a2a.redisSecretName" -}}
+{{- .Values.redis.auth.existingSecret | default (include "a2a.redisName" .) -}}
+{{- end -}}
+
+{{- /* Where the card-signing key of `cardSigning.existingSecret` is mounted. */ -}}
+{{- define "a2a.cardSigningDir" -}}
+/etc/a2a-card-signing
+{{- end -}}
