@@ -130,11 +130,16 @@ class TaskLifecycle:
         return settled
 
     async def cancel(self, task_id: str, *, owner: str) -> Task:
-        """Cancel the task wherever its turn runs (idempotent); TaskNotCancelable once ended."""
+        """Cancel the task wherever its turn runs; TaskNotCancelable once it has ended.
+
+        A cancel is judged by the state it finds: a task already ended, canceled included, is
+        not cancelable (the spec's list). Cancels that find the same task still running (two
+        clients at once, or a retry of one that timed out) all wait for the same end, and each
+        answers with the canceled task: one effect, the same answer; one that ends otherwise
+        (it completed first) answers TaskNotCancelable to each of them.
+        """
         record = await self.get(task_id, owner=owner)
         state = record.task.status.state
-        if state == TaskState.CANCELED:
-            return record.task  # cancel is idempotent
         if state.is_terminal:
             raise TaskNotCancelable(
                 f"Task {task_id!r} is in terminal state {state.value}", task_id=task_id
