@@ -1,7 +1,10 @@
-"""CancelTask on the wire, every binding: the body of `POST /tasks/{id}:cancel` (the official Go
-SDK's `null` among others) is ignored as the official servers ignore it, and a task already
-ended, canceled included, is TaskNotCancelable everywhere (-32002; HTTP 400 FAILED_PRECONDITION;
-gRPC FAILED_PRECONDITION), each with the reason TASK_NOT_CANCELABLE.
+"""Refusals as each binding's client reads them.
+
+CancelTask: the body of `POST /tasks/{id}:cancel` (the official Go SDK's `null` among others) is
+ignored as the official servers ignore it, and a task already ended, canceled included, is
+TaskNotCancelable everywhere (-32002; HTTP 400 FAILED_PRECONDITION; gRPC FAILED_PRECONDITION),
+each with the reason TASK_NOT_CANCELABLE. Invalid params carry the reason INVALID_PARAMS on every
+binding and generation (the official clients map that reason back to the error type).
 """
 
 from __future__ import annotations
@@ -184,3 +187,35 @@ async def test_a_canceled_task_is_not_cancelable_over_grpc(http, fake_llm, marke
             info = error_details_pb2.ErrorInfo()
             assert status.details[0].Unpack(info)
             assert (info.reason, info.domain) == ("TASK_NOT_CANCELABLE", "a2a-protocol.org")
+
+
+# --- invalid params: INVALID_PARAMS everywhere ---------------------------------------------------
+
+
+def test_invalid_params_carry_their_reason_on_every_http_binding(http):
+    for method, version in (("GetTask", "1.0"), ("tasks/get", "0.3")):
+        payload = {"jsonrpc": "2.0", "id": 4, "method": method, "params": {"id": ""}}
+        answer = http.post("/", json=payload, headers={"A2A-Version": version}).json()
+        assert answer["error"]["code"] == -32602, answer
+        assert answer["error"]["data"][0]["reason"] == "INVALID_PARAMS", answer
+    for path, headers in (("/tasks?pageSize=0", A2A_HEADERS), ("/v1/tasks/x?historyLength=-1", {})):
+        refused = http.get(path, headers=headers)
+        assert refused.status_code == 400, refused.text
+        error = refused.json()["error"]
+        assert error["status"] == "INVALID_ARGUMENT", error
+        assert error["details"][0]["reason"] == "INVALID_PARAMS", error
+
+
+async def test_invalid_params_carry_their_reason_over_grpc():
+    async with grpc.aio.insecure_channel(f"127.0.0.1:{GRPC_PORT}") as channel:
+        call = a2a_pb2_grpc.A2AServiceStub(channel).ListTasks(
+            a2a_pb2.ListTasksRequest(page_size=1000), metadata=(("a2a-version", "1.0"),)
+        )
+        with pytest.raises(grpc.aio.AioRpcError) as refused:
+            await call
+    assert refused.value.code() == grpc.StatusCode.INVALID_ARGUMENT
+    trailers = dict(refused.value.trailing_metadata() or ())
+    status = status_pb2.Status.FromString(trailers["grpc-status-details-bin"])
+    info = error_details_pb2.ErrorInfo()
+    assert status.details[0].Unpack(info)
+    assert info.reason == "INVALID_PARAMS"
