@@ -241,6 +241,7 @@ def build_services(
     lifecycle = TaskLifecycle(
         tasks=tasks,
         messages=messages,
+        checkpoints=stores.checkpoints,
         runner=runner,
         journal=journal,
         pushes=pushes,

@@ -55,7 +55,9 @@ async def rig(llm: ScriptedLLM) -> AsyncIterator[Rig]:
     # Approval of `danger` makes a turn wait for an answer that can be rejected.
     loop = make_loop(llm, ToolLog().tools(), hooks=[ApprovalRequired({"danger"})])
     runner = stores.runner(loop, holder="p1")
-    handler = build_handler(runner, tasks=stores.tasks, messages=stores.messages)
+    handler = build_handler(
+        runner, tasks=stores.tasks, messages=stores.messages, checkpoints=stores.checkpoints
+    )
     try:
         yield Rig(stores, runner, handler)
     finally:
