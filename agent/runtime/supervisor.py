@@ -190,7 +190,7 @@ class TurnSupervisor:
             # The turn never started (its process died right after accepting it): start it.
             logger.info("task_id=<%s> | starting an orphaned turn that never started", task.id)
             # As it was asked: its extensions, the client's tools and trace (TurnRequested).
-            requested = TurnRequested.read(saved) or TurnRequested()
+            requested = TurnRequested.read(saved) or TurnRequested(not_begun=True)
             runner.launch_new(
                 start,
                 task,

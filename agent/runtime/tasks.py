@@ -244,9 +244,10 @@ class TaskLifecycle:
     async def _create(
         self, task: Task, request: TaskRequest, fence: Fence | None, *, owner: str
     ) -> TaskRecord:
-        """The task, and beside it (in the same round trip) what its turn was asked with, when
-        a takeover before the turn's first checkpoint would lose something."""
+        """The task, and beside it (written at the same time: no round trip more) what its turn
+        was asked with, when a takeover before the turn's first checkpoint would lose some."""
         requested = TurnRequested(
+            not_begun=True,
             trace_carrier=request.trace_carrier,
             extensions=sorted(request.extensions),
             client_tools=request.client_tools,

@@ -59,8 +59,9 @@ class TurnRequested(BaseModel):
     never began (its replica died right after accepting it) starts it as it was asked, with the
     same extensions on, the client's tools, and in the client's trace."""
 
-    not_begun: Literal[True] = True
-    """What tells it from a checkpoint (which has a loop state) in the same place."""
+    not_begun: Literal[True]
+    """What tells it from a checkpoint in the same place (required: a checkpoint, whose other
+    fields it would ignore, does not read as one)."""
     trace_carrier: Carrier = {}
     extensions: list[str] = []
     client_tools: list[ClientTool] = []
