@@ -64,10 +64,9 @@ class Readiness:
     async def next_look(self, interval_s: float) -> None:
         """Until the next look is due: `interval_s` (the store is only known by asking it), or
         sooner when the drain begins or the model adapter has loaded (known at once)."""
-        waits = [asyncio.sleep(interval_s)]
+        tasks: list[asyncio.Future[Any]] = [asyncio.ensure_future(asyncio.sleep(interval_s))]
         if not self._model_ready.is_set():
-            waits.append(self._model_ready.wait())
-        tasks = [asyncio.ensure_future(wait) for wait in waits]
+            tasks.append(asyncio.ensure_future(self._model_ready.wait()))
         try:
             await self.drain.unless_drained(
                 asyncio.wait(tasks, return_when=asyncio.FIRST_COMPLETED)
