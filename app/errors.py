@@ -1,5 +1,14 @@
 """The wire-facing error tree: each error class is one row of the table that maps it to its
-JSON-RPC code, ErrorInfo reason, and HTTP status (A2A 1.0.1 mapping) for the REST binding.
+JSON-RPC code, ErrorInfo reason, gRPC status and HTTP status (A2A 1.0.1 mapping, section 5.4).
+
+The reason is the spec's rule: the error type's name in UPPER_SNAKE_CASE without `Error`
+(TaskNotFoundError: TASK_NOT_FOUND), for our own errors too (StoreUnavailableError:
+STORE_UNAVAILABLE); a subclass that declares no reason is a case of its parent's type
+(UnsupportedMediaTypeError is a ContentTypeNotSupported). JSON-RPC's own errors are named as
+JSON-RPC 2.0 names them ("Parse error": PARSE_ERROR, "Internal error": INTERNAL_ERROR), as both
+official SDKs send them and their clients map them back to error types; a reason a client does
+not know becomes an internal error there (the Go client's, for one).
+tests/unit/test_error_reasons.py checks the table against the spec's list.
 
 An error renders its own two bodies (`rest_body`, `jsonrpc_error`); which one a response carries
 is chosen in one place, app.http.responses.error_response."""
@@ -108,7 +117,7 @@ class MethodNotAllowedError(A2AError):
 
 class InvalidParamsError(A2AError):
     code = -32602
-    reason = "INVALID_ARGUMENT"
+    reason = "INVALID_PARAMS"
     default_message = "Invalid parameters"
     http_status = 400
     status = "INVALID_ARGUMENT"
@@ -197,11 +206,10 @@ class ContentTypeNotSupportedError(A2AError):
     status = "INVALID_ARGUMENT"
 
 
-class UnsupportedMediaTypeError(A2AError):
-    """A request body in a media type the binding does not take (HTTP 415)."""
+class UnsupportedMediaTypeError(ContentTypeNotSupportedError):
+    """A request body in a media type the binding does not take: ContentTypeNotSupported, with
+    HTTP's own status for it (415)."""
 
-    code = -32005
-    reason = "CONTENT_TYPE_NOT_SUPPORTED"
     default_message = "Send the request body as application/json"
     http_status = 415
     status = "INVALID_ARGUMENT"
@@ -226,7 +234,7 @@ class ExtensionSupportRequiredError(A2AError):
     status = "FAILED_PRECONDITION"
 
 
-class ExtendedCardNotConfiguredError(A2AError):
+class ExtendedAgentCardNotConfiguredError(A2AError):
     code = -32007
     reason = "EXTENDED_AGENT_CARD_NOT_CONFIGURED"
     default_message = "The agent has no extended agent card configured"

@@ -37,7 +37,6 @@ from app.ops.logs import log_malformed_http_at_debug, one_line_per_request
 from app.ops.telemetry import instrument
 from app.services import Services, build_services
 from app.settings import Settings
-from stores.base import StoreUnavailable
 
 
 def create_app(
@@ -147,18 +146,8 @@ def _mount(app: ServerApp, services: Services) -> None:
     @app.get("/readyz", include_in_schema=False)
     async def readyz() -> JSONResponse:
         """Ready when not draining, the stores answer, and the model adapter is loaded."""
-        if services.drain.started:
-            return JSONResponse({"status": "draining"}, 503)
-        try:
-            await services.stores.ping()
-        except StoreUnavailable:
-            return JSONResponse({"status": "unavailable", "stores": "unreachable"}, 503)
-        if not services.model_ready.is_set():
-            return JSONResponse({"status": "starting", "model": "loading"}, 503)
-        # A tool source that is down does not make the replica unready (every replica shares the
-        # source: taking them all out would not help); it is named here.
-        down = services.agents.sources_down()  # by agent with AGENTS_FILE
-        return JSONResponse({"status": "ready", **({"toolSourcesDown": down} if down else {})})
+        answer = await services.readiness.check()
+        return JSONResponse(answer.body, 200 if answer.ready else 503)
 
 
 async def _agents(services: Services, request: Request) -> JSONResponse:

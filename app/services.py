@@ -20,7 +20,7 @@ import socket
 import uuid
 from collections.abc import AsyncIterator, Callable
 from contextlib import asynccontextmanager, nullcontext
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
@@ -52,6 +52,7 @@ from app.http.auth import Authenticator, build_authenticator, is_loopback_host
 from app.http.edge import Edge
 from app.http.tenants import Tenants
 from app.ops.metrics import Metrics
+from app.ops.readiness import Readiness
 from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
 from app.settings import Settings
@@ -131,9 +132,11 @@ class Services:
     drain: Drain
     handler: RequestHandler
     operations: Operations
-    grpc: GrpcServer | None = None
-    model_ready: asyncio.Event = field(default_factory=asyncio.Event)
+    model_ready: asyncio.Event
     """Set once the model adapter has loaded (readiness; `a2a-server` then freezes its heap)."""
+    readiness: Readiness
+    """What /readyz answers and gRPC health follows."""
+    grpc: GrpcServer | None = None
 
     @asynccontextmanager
     async def serving(self) -> AsyncIterator[None]:
@@ -226,6 +229,10 @@ def build_services(
         follower=follower,
     )
     drain = Drain()
+    model_ready = asyncio.Event()
+    readiness = Readiness(
+        drain=drain, stores=stores, model_ready=model_ready, sources_down=agents.sources_down
+    )
     journal = JournalFollower(
         tasks,
         read_block_s=settings.a2a_stream_keepalive_s,  # a read that waits this long pings
@@ -235,6 +242,7 @@ def build_services(
     lifecycle = TaskLifecycle(
         tasks=tasks,
         messages=messages,
+        checkpoints=stores.checkpoints,
         runner=runner,
         journal=journal,
         pushes=pushes,
@@ -277,12 +285,14 @@ def build_services(
         drain=drain,
         handler=handler,
         operations=operations,
+        model_ready=model_ready,
+        readiness=readiness,
         grpc=grpc_server(
             settings,
             operations,
             edge,
             metrics,
-            drain,
+            readiness,
             # 0.3 has no tenant: its GetAgentCard is the root's, the first agent's
             card=partial(
                 signed_public_card,

@@ -21,7 +21,7 @@ from dataclasses import dataclass
 import httpx
 
 from agent.runtime.journal import JournalFollower
-from stores.base import PushConfigStore, StoreError, TaskStore
+from stores.base import PushConfigStore, StoreError, StoreUnavailable, TaskStore
 from stores.models import JournalEntry, PushConfig, Task
 
 logger = logging.getLogger(__name__)
@@ -80,37 +80,59 @@ class PushDelivery:
         await self._client.aclose()
 
     async def _deliver(self, task_id: str, owner: str) -> None:
-        try:
-            if not await self._pushes.list(task_id, owner=owner):
-                return  # nothing registered: nothing to read
-            cursor = await self._pushes.cursor(task_id, owner=owner)
-            # Like a stream that follows a turn: it ends where the turn stops, at an end or a
-            # question (or once the task has expired).
-            async for entries in self._journal.tail(
-                task_id,
-                owner=owner,
-                after=cursor,
-                at_interrupt=True,
-                until_drain=False,
-                wait_first=True,
-            ):
-                for entry in entries or ():
-                    configs = await self._pushes.list(task_id, owner=owner)
-                    if not configs:  # all deleted, or gone with their task: no one to tell,
-                        return  # and no cursor to keep (a new config starts from the task's end)
-                    bodies = await self._bodies(task_id, owner, entry, configs)
-                    await asyncio.gather(
-                        *(
-                            self._send(config, entry, body)
-                            for config, body in zip(configs, bodies, strict=True)
-                            if body is not None
-                        )
+        """Deliver from the stored cursor until the turn stops. A store that stops answering
+        does not end it: it waits (with the backoff of a failed POST) and goes on from the
+        cursor, so the webhooks get every event through the last at least once (an event sent
+        whose cursor could not be stored is sent again)."""
+        wait_s = self._policy.first_backoff_s
+        while True:
+            try:
+                await self._deliver_from_cursor(task_id, owner)
+                return
+            except StoreUnavailable as exc:
+                logger.warning(
+                    "task_id=<%s> | push delivery waits for the store (%s); on from its cursor"
+                    " in %.1fs",
+                    task_id,
+                    exc,
+                    wait_s,
+                )
+                await asyncio.sleep(wait_s)
+                wait_s = min(wait_s * 2, self._policy.max_backoff_s)
+            except StoreError as exc:  # the task is gone or unreadable: nothing more to send
+                logger.warning("task_id=<%s> | push delivery stopped: store error %s", task_id, exc)
+                return
+            except Exception:
+                logger.exception("task_id=<%s> | push delivery failed", task_id)
+                return
+
+    async def _deliver_from_cursor(self, task_id: str, owner: str) -> None:
+        if not await self._pushes.list(task_id, owner=owner):
+            return  # nothing registered: nothing to read
+        cursor = await self._pushes.cursor(task_id, owner=owner)
+        # Like a stream that follows a turn: it ends where the turn stops, at an end or a
+        # question (or once the task has expired).
+        async for entries in self._journal.tail(
+            task_id,
+            owner=owner,
+            after=cursor,
+            at_interrupt=True,
+            until_drain=False,
+            wait_first=True,
+        ):
+            for entry in entries or ():
+                configs = await self._pushes.list(task_id, owner=owner)
+                if not configs:  # all deleted, or gone with their task: no one to tell,
+                    return  # and no cursor to keep (a new config starts from the task's end)
+                bodies = await self._bodies(task_id, owner, entry, configs)
+                await asyncio.gather(
+                    *(
+                        self._send(config, entry, body)
+                        for config, body in zip(configs, bodies, strict=True)
+                        if body is not None
                     )
-                    await self._pushes.advance(task_id, entry.position, owner=owner)
-        except StoreError as exc:
-            logger.warning("task_id=<%s> | push delivery stopped: store error %s", task_id, exc)
-        except Exception:
-            logger.exception("task_id=<%s> | push delivery failed", task_id)
+                )
+                await self._pushes.advance(task_id, entry.position, owner=owner)
 
     async def _bodies(
         self, task_id: str, owner: str, entry: JournalEntry, configs: list[PushConfig]

@@ -26,7 +26,7 @@ from contextlib import suppress
 from agent.runtime.admission import Overloaded
 from agent.runtime.errors import LeaseTaken
 from agent.runtime.runner import TaskRunner, TurnStart
-from agent.runtime.turn import TurnCheckpoint
+from agent.runtime.turn import TurnCheckpoint, TurnRequested
 from stores.base import (
     CheckpointStore,
     LeaseLost,
@@ -178,7 +178,8 @@ class TurnSupervisor:
         if record is None or not record.task.status.state.is_active:
             return  # nothing to run: leaving `starting` releases the lease
         task = record.task
-        checkpoint = _readable(await self._checkpoints.load(task.id, owner=ref.owner))
+        saved = await self._checkpoints.load(task.id, owner=ref.owner)
+        checkpoint = _readable(saved)
         if checkpoint is not None:
             logger.info("task_id=<%s> | taking over an orphaned turn from its checkpoint", task.id)
             runner.launch_resumed(start, task, checkpoint, recovered=True)
@@ -188,7 +189,16 @@ class TurnSupervisor:
         if task.status.state is TaskState.SUBMITTED and last is not None and last.role is Role.USER:
             # The turn never started (its process died right after accepting it): start it.
             logger.info("task_id=<%s> | starting an orphaned turn that never started", task.id)
-            runner.launch_new(start, task, last)
+            # As it was asked: its extensions, the client's tools and trace (TurnRequested).
+            requested = TurnRequested.read(saved) or TurnRequested(not_begun=True)
+            runner.launch_new(
+                start,
+                task,
+                last,
+                trace_carrier=requested.trace_carrier,
+                client_tools=requested.client_tools,
+                extensions=frozenset(requested.extensions),
+            )
             runner.observer.on_takeover("restarted")
             return
         logger.warning("task_id=<%s> | orphaned turn has no usable checkpoint", task.id)

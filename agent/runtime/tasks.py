@@ -33,9 +33,11 @@ from agent.runtime.errors import (
 )
 from agent.runtime.journal import JournalFollower
 from agent.runtime.runner import TaskFollower, TaskRunner
+from agent.runtime.turn import TurnRequested
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier
 from stores.base import (
+    CheckpointStore,
     Fence,
     LeaseLost,
     MessageStore,
@@ -75,12 +77,16 @@ class TaskLifecycle:
         messages: MessageStore,
         runner: TaskRunner,
         journal: JournalFollower,
+        checkpoints: CheckpointStore,
         pushes: PushConfigStore | None = None,
         follower: TaskFollower | None = None,
     ) -> None:
-        """`pushes`: where a message's webhook is stored (None: push notifications are off);
-        `follower`: told of each state change recorded here (a cancel), as push delivery is."""
+        """`checkpoints`: where a new turn's request is kept until its first checkpoint
+        (TurnRequested); `pushes`: where a message's webhook is stored (None: push notifications
+        are off); `follower`: told of each state change recorded here (a cancel), as push
+        delivery is."""
         self._tasks = tasks
+        self._checkpoints = checkpoints
         self._messages = messages
         self._runner = runner
         self._journal = journal
@@ -130,11 +136,16 @@ class TaskLifecycle:
         return settled
 
     async def cancel(self, task_id: str, *, owner: str) -> Task:
-        """Cancel the task wherever its turn runs (idempotent); TaskNotCancelable once ended."""
+        """Cancel the task wherever its turn runs; TaskNotCancelable once it has ended.
+
+        A cancel is judged by the state it finds: a task already ended, canceled included, is
+        not cancelable (the spec's list). Cancels that find the same task still running (two
+        clients at once, or a retry of one that timed out) all wait for the same end, and each
+        answers with the canceled task: one effect, the same answer; one that ends otherwise
+        (it completed first) answers TaskNotCancelable to each of them.
+        """
         record = await self.get(task_id, owner=owner)
         state = record.task.status.state
-        if state == TaskState.CANCELED:
-            return record.task  # cancel is idempotent
         if state.is_terminal:
             raise TaskNotCancelable(
                 f"Task {task_id!r} is in terminal state {state.value}", task_id=task_id
@@ -208,7 +219,7 @@ class TaskLifecycle:
             if holder is not None:
                 raise ContextBusy(context_id, holder)
             try:
-                record = await self._tasks.create(task, owner=owner)
+                record = await self._create(task, request, start.fence, owner=owner)
                 if record.stored is None:  # taken before the turn can change the task
                     record.stored = dump_task(task)
                 await self._register_push(request, task_id, owner=owner)
@@ -228,6 +239,26 @@ class TaskLifecycle:
                 with contextlib.suppress(StoreUnavailable):
                     await self._messages.release(context_id, task_id, owner=owner)
                 raise
+        return record
+
+    async def _create(
+        self, task: Task, request: TaskRequest, fence: Fence | None, *, owner: str
+    ) -> TaskRecord:
+        """The task, and beside it (written at the same time: no round trip more) what its turn
+        was asked with, when a takeover before the turn's first checkpoint would lose some."""
+        requested = TurnRequested(
+            not_begun=True,
+            trace_carrier=request.trace_carrier,
+            extensions=sorted(request.extensions),
+            client_tools=request.client_tools,
+        )
+        if not requested.needed:
+            return await self._tasks.create(task, owner=owner)
+        saved = requested.model_dump_json()
+        record, _ = await asyncio.gather(
+            self._tasks.create(task, owner=owner),
+            self._checkpoints.save(task.id, saved, owner=owner, fence=fence),
+        )
         return record
 
     async def _register_push(self, request: TaskRequest, task_id: str, *, owner: str) -> None:

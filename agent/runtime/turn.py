@@ -6,6 +6,7 @@ from __future__ import annotations
 import asyncio
 import time
 from dataclasses import dataclass, field
+from typing import Literal
 
 import orjson
 from opentelemetry.context import Context
@@ -50,6 +51,34 @@ class TurnCheckpoint(BaseModel):
             "extensions": sorted(extensions),
         }
         return orjson.dumps(checkpoint).decode()
+
+
+class TurnRequested(BaseModel):
+    """What a new turn's request brought that its task does not hold, kept in its checkpoint's
+    place until the turn's first checkpoint replaces it: a process that takes over a turn that
+    never began (its replica died right after accepting it) starts it as it was asked, with the
+    same extensions on, the client's tools, and in the client's trace."""
+
+    not_begun: Literal[True]
+    """What tells it from a checkpoint in the same place (required: a checkpoint, whose other
+    fields it would ignore, does not read as one)."""
+    trace_carrier: Carrier = {}
+    extensions: list[str] = []
+    client_tools: list[ClientTool] = []
+
+    @property
+    def needed(self) -> bool:
+        """Anything a takeover would lose without it (else nothing is written)."""
+        return bool(self.trace_carrier or self.extensions or self.client_tools)
+
+    @staticmethod
+    def read(saved: str | None) -> TurnRequested | None:
+        if saved is None:
+            return None
+        try:
+            return TurnRequested.model_validate_json(saved)
+        except ValueError:
+            return None
 
 
 @dataclass(slots=True)

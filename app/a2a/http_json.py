@@ -56,6 +56,18 @@ async def read_body(request: Request, *, max_json_depth: int) -> JsonObject:
     return payload
 
 
+async def ignored_body(request: Request) -> None:
+    """Read a body the operation does not take, and drop it whatever it holds.
+
+    CancelTask's: the official servers (a2a-python, a2a-go) never read it, and their clients
+    send what they like there: a2a-go v2.3.1 sends `null`, a2a-python nothing, others `{}`.
+    So any JSON value, a body that is not JSON and any media type all cancel alike (the
+    request's `metadata` has no effect on a cancel here). It is read, not left unread, so that
+    the connection can carry the next request.
+    """
+    await request.body()
+
+
 def query_params(request: Request, names: tuple[str, ...]) -> JsonObject:
     return {name: request.query_params[name] for name in names if name in request.query_params}
 

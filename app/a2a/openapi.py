@@ -136,6 +136,54 @@ def _within_a_tenant(paths: dict[str, Any]) -> dict[str, Any]:
     }
 
 
+_EXTENSIONS = "A2A-Extensions"
+_EXTENSIONS_REQUESTED = {
+    "name": _EXTENSIONS,
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string"},
+    "description": "The A2A extensions the client asks for: comma-separated URIs (0.3 clients"
+    " may name it X-A2A-Extensions). One the agent requires and the request does not name is"
+    " -32008 / 400 (docs/extensions.md).",
+}
+_EXTENSIONS_ACTIVATED = {
+    "description": "The extensions activated for the request (comma-separated URIs: those it"
+    " named that the agent declares), on a result, a stream or an error alike; absent when none"
+    " was, or when the request was refused before activation (credentials, rate, a required"
+    " extension missing). Also as X-A2A-Extensions for a client that used that name.",
+    "schema": {"type": "string"},
+}
+NOT_A2A_PATHS = ("/.well-known/agent-card.json", "/healthz", "/readyz")
+"""Paths that are not A2A operations: no extensions are read or named there."""
+
+
+def _with_extension_headers(paths: dict[str, Any]) -> dict[str, Any]:
+    """Every A2A operation with `A2A-Extensions`: a request header, and a header of each of its
+    responses (docs/extensions.md)."""
+    return {
+        path: item
+        if path in NOT_A2A_PATHS
+        else {
+            method: operation
+            | {
+                "parameters": [*operation.get("parameters", []), _EXTENSIONS_REQUESTED],
+                "responses": {
+                    status: response
+                    | {
+                        "headers": {
+                            **response.get("headers", {}),
+                            _EXTENSIONS: _EXTENSIONS_ACTIVATED,
+                        }
+                    }
+                    for status, response in operation["responses"].items()
+                },
+            }
+            for method, operation in item.items()
+        }
+        for path, item in paths.items()
+    }
+
+
 def build_openapi() -> dict[str, Any]:
     _, definitions = models_json_schema(
         [(model, "validation") for model in (SendMessageParams, TaskIdParams, ListTasksParams)]
@@ -291,6 +339,7 @@ def build_openapi() -> dict[str, Any]:
         },
     }
     paths |= _within_a_tenant({path: paths[path] for path in paths if path in TENANT_PATHS})
+    paths = _with_extension_headers(paths)
     return {
         "openapi": "3.1.0",
         "info": {"title": "a2a-agent-server", "version": package_version()},

@@ -30,7 +30,7 @@ from app.a2a.wire import (
 )
 from app.call_context import CallContext
 from app.errors import (
-    ExtendedCardNotConfiguredError,
+    ExtendedAgentCardNotConfiguredError,
     InvalidParamsError,
     PushNotificationNotSupportedError,
     TaskNotFoundError,
@@ -281,7 +281,7 @@ class Operations:
         card = self._extended_card(url, with_v03, context.tenant) if self._extended_card else None
         if card is None:
             if with_v03:
-                raise ExtendedCardNotConfiguredError(
+                raise ExtendedAgentCardNotConfiguredError(
                     "This agent has no authenticated extended card"
                 )
             raise UnsupportedOperationError("This agent has no extended agent card")

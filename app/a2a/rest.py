@@ -17,7 +17,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.a2a.binding import Binding
-from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
+from app.a2a.http_json import (
+    Endpoint,
+    guarded,
+    ignored_body,
+    query_params,
+    read_body,
+    sse_response,
+)
 from app.a2a.wire import render_entry
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError, http_error
@@ -133,11 +140,9 @@ class RestBinding(Binding):
     async def _task_post(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)
         if action == "cancel":
-            body = await self._body(request)
-            params = {"id": task_id, "metadata": body.get("metadata")}
-            return json_response(
-                await self._operations.cancel_task(params, context=context), request
-            )
+            await ignored_body(request)
+            canceled = await self._operations.cancel_task({"id": task_id}, context=context)
+            return json_response(canceled, request)
         if action == "subscribe":
             return await self._subscribe(task_id, context)
         raise MethodNotFoundError(f"POST /tasks/{{id}}:{action or ''} is not a route")

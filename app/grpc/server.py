@@ -1,11 +1,14 @@
 """The gRPC server of one process: on A2A_GRPC_PORT, in the app's event loop, started and stopped
 by the app's lifespan (app.services.Services.serving).
 
-It serves the A2A services, `grpc.health.v1.Health` (SERVING from startup; NOT_SERVING once the
-drain begins, so that a load balancer stops sending before the process goes) and server
-reflection. TLS when A2A_GRPC_TLS_CERT / A2A_GRPC_TLS_KEY name PEM files, plaintext HTTP/2
-otherwise. The limits are the HTTP server's: a request message larger than A2A_MAX_BODY_BYTES
-is RESOURCE_EXHAUSTED, calls beyond A2A_MAX_CONNECTIONS at once too.
+It serves the A2A services, `grpc.health.v1.Health` and server reflection. Health follows
+readiness (app.ops.readiness, what /readyz answers): the empty service and each A2A service are
+SERVING while the replica is ready, NOT_SERVING while it is not (the model adapter still loading,
+the stores unreachable), SERVING again once it recovers, and NOT_SERVING for good once the drain
+begins, so that a load balancer stops sending before the process goes; Watch streams each change.
+TLS when A2A_GRPC_TLS_CERT / A2A_GRPC_TLS_KEY name PEM files, plaintext HTTP/2 otherwise. The
+limits are the HTTP server's: a request message larger than A2A_MAX_BODY_BYTES is
+RESOURCE_EXHAUSTED, calls beyond A2A_MAX_CONNECTIONS at once too.
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ from grpc_health.v1 import health_pb2, health_pb2_grpc
 from grpc_health.v1.health import aio as health_aio
 from grpc_reflection.v1alpha import reflection
 
-from agent.runtime.drain import Drain
 from app.a2a.operations import Operations
 from app.grpc import GrpcConfigurationError
 from app.grpc.calls import GrpcCalls
@@ -32,6 +34,7 @@ from app.grpc.service_v1 import SERVICE, service_v1
 from app.http.auth import is_loopback_host
 from app.http.edge import Edge
 from app.ops.metrics import Metrics
+from app.ops.readiness import Readiness
 from app.settings import Settings
 
 logger = logging.getLogger(__name__)
@@ -40,6 +43,11 @@ STOP_GRACE_SHARE = 0.1
 """The share of A2A_SHUTDOWN_GRACE_S the calls still open when the lifespan ends get (uvicorn's
 connections had three quarters; the hand-over of turns needs the rest): by then the drain has
 ended every stream and blocking send, each answered or ended at an event boundary."""
+
+HEALTH_LOOK_S = 1.0
+"""How often health asks the stores whether they answer (one PING on the lease connection): a
+store outage shows as NOT_SERVING, and its end as SERVING, within this and the ping's timeout.
+The drain and the model adapter's loading are seen at once."""
 
 
 def _tls_credentials(settings: Settings) -> grpc.ServerCredentials | None:
@@ -71,13 +79,13 @@ class GrpcServer:
         *,
         handlers: Sequence[grpc.GenericRpcHandler],
         service_names: Sequence[str],
-        drain: Drain,
+        readiness: Readiness,
     ) -> None:
         assert settings.a2a_grpc_port is not None
         self._settings = settings
         self._handlers = list(handlers)
         self._names = list(service_names)
-        self._drain = drain
+        self._readiness = readiness
         # Read now, so that a missing file stops the server from starting (exit 2), not later.
         self._credentials = _tls_credentials(settings)
         self.port: int | None = None
@@ -123,15 +131,14 @@ class GrpcServer:
                 " this process's to bind"
             ) from None
         await server.start()
-        for name in ("", *self._names):
-            await health.set(name, health_pb2.HealthCheckResponse.SERVING)
+        await self._set_health(health, ready=False)  # until the first look says otherwise
         logger.info(
             "grpc=<%s>, tls=<%s>, services=<%s> | serving gRPC",
             _address(settings.a2a_host, self.port),
             "on" if self._credentials is not None else "off",
             ", ".join(self._names),
         )
-        watch = asyncio.create_task(self._not_serving_once_drained(health))
+        watch = asyncio.create_task(self._follow_readiness(health))
         try:
             yield
         finally:
@@ -141,9 +148,31 @@ class GrpcServer:
             await health.enter_graceful_shutdown()
             await server.stop(settings.a2a_shutdown_grace_s * STOP_GRACE_SHARE)
 
-    async def _not_serving_once_drained(self, health: health_aio.HealthServicer) -> None:
-        await self._drain.unless_drained(asyncio.Event().wait())
-        await health.enter_graceful_shutdown()  # every service NOT_SERVING
+    async def _follow_readiness(self, health: health_aio.HealthServicer) -> None:
+        """Health as readiness says, each change set (and streamed to Watch) as it is seen."""
+        readiness, serving = self._readiness, False
+        while not readiness.drain.started:
+            answer = await readiness.check()
+            if answer.ready != serving and not readiness.drain.started:
+                serving = answer.ready
+                await self._set_health(health, ready=serving)
+                logger.log(
+                    logging.INFO if serving else logging.WARNING,
+                    "grpc health=<%s> | readiness: %s",
+                    "SERVING" if serving else "NOT_SERVING",
+                    answer.body.get("status"),
+                )
+            await readiness.next_look(HEALTH_LOOK_S)
+        await health.enter_graceful_shutdown()  # every service NOT_SERVING, for good
+
+    async def _set_health(self, health: health_aio.HealthServicer, *, ready: bool) -> None:
+        status = (
+            health_pb2.HealthCheckResponse.SERVING
+            if ready
+            else health_pb2.HealthCheckResponse.NOT_SERVING
+        )
+        for name in ("", *self._names):
+            await health.set(name, status)
 
 
 def http_base_url(settings: Settings) -> str:
@@ -162,7 +191,7 @@ def build_grpc_server(
     operations: Operations,
     edge: Edge,
     metrics: Metrics,
-    drain: Drain,
+    readiness: Readiness,
     *,
     card: PublicCard,
 ) -> GrpcServer | None:
@@ -181,5 +210,5 @@ def build_grpc_server(
         settings,
         handlers=[service_v1(calls, operations), service_v0_3(calls, operations, card=card)],
         service_names=[SERVICE.full_name, SERVICE_V03.full_name],
-        drain=drain,
+        readiness=readiness,
     )

@@ -32,7 +32,7 @@ from app.a2a.v0_3.wire import (
     task_out,
 )
 from app.call_context import CallContext
-from app.errors import ExtendedCardNotConfiguredError, InvalidParamsError
+from app.errors import ExtendedAgentCardNotConfiguredError, InvalidParamsError
 from app.grpc.calls import GrpcCalls, Streaming, Unary
 from app.grpc.protojson import protobuf_of, reader
 from app.http.json_body import JsonObject
@@ -140,7 +140,7 @@ class _Methods:
         """0.3's GetAgentCard: the extended card when there is one, else the public card."""
         try:
             card = await self._operations.extended_card({}, context=context, generation="0.3")
-        except ExtendedCardNotConfiguredError:
+        except ExtendedAgentCardNotConfiguredError:
             card = self._card(context.base_url or "")
         return ToProto.agent_card(types_v03.AgentCard.model_validate(card))
 

@@ -27,7 +27,7 @@ from typing import Any
 import httpx
 
 from app.call_context import ANONYMOUS_PRINCIPAL, Principal
-from app.http.errors import AuthenticationError
+from app.http.errors import UnauthenticatedError
 from app.http.jwks import JwksCache, JwtVerifier
 from app.settings import Settings
 
@@ -116,7 +116,7 @@ class ApiKeys:
 
 
 class Authenticator:
-    """Turns a request's headers into its principal; raises AuthenticationError (401)."""
+    """Turns a request's headers into its principal; raises UnauthenticatedError (401)."""
 
     def __init__(self, *, api_keys: ApiKeys | None = None, jwt: JwtVerifier | None = None) -> None:
         self.api_keys = api_keys
@@ -138,18 +138,18 @@ class Authenticator:
         if api_key is not None:
             principal = self.api_keys.match(api_key.strip()) if self.api_keys else None
             if principal is None:
-                raise AuthenticationError("The API key is not valid")
+                raise UnauthenticatedError("The API key is not valid")
             found.append(principal)
         authorization = headers.get("authorization")
         if authorization is not None:
             found.append(await self._bearer(authorization))
         if not found:
-            raise AuthenticationError(
+            raise UnauthenticatedError(
                 "Authentication required: send `Authorization: Bearer <token>`"
                 + (f" or `{API_KEY_HEADER}: <key>`" if self.api_keys else "")
             )
         if len(found) > 1 and found[0] != found[1]:
-            raise AuthenticationError(
+            raise UnauthenticatedError(
                 "The credentials name different principals", bearer_error="invalid_request"
             )
         return found[0]
@@ -157,7 +157,7 @@ class Authenticator:
     async def _bearer(self, authorization: str) -> Principal:
         match = _BEARER.match(authorization)
         if match is None:
-            raise AuthenticationError(
+            raise UnauthenticatedError(
                 "Send credentials as `Authorization: Bearer <token>`",
                 bearer_error="invalid_request",
             )
@@ -168,7 +168,7 @@ class Authenticator:
                 return principal
         if self.jwt is not None:
             return await self.jwt.verify(token)
-        raise AuthenticationError("The bearer token is not valid", bearer_error="invalid_token")
+        raise UnauthenticatedError("The bearer token is not valid", bearer_error="invalid_token")
 
     def describe(self) -> str:
         """One line for the start-up log (no secrets)."""

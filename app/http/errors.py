@@ -17,7 +17,7 @@ def _quoted(value: str) -> str:
     return '"' + printable.replace("\\", "\\\\").replace('"', '\\"') + '"'
 
 
-class AuthenticationError(A2AError):
+class UnauthenticatedError(A2AError):
     """Missing or invalid credentials: HTTP 401 with a `WWW-Authenticate` Bearer challenge.
 
     `bearer_error` is the RFC 6750 error code (`invalid_token`, `invalid_request`) when the
@@ -62,7 +62,7 @@ class RateLimitedError(RetryLaterError):
     status = "RESOURCE_EXHAUSTED"
 
 
-class BodyTimeoutError(A2AError):
+class RequestTimeoutError(A2AError):
     """The request body stalled (no bytes for A2A_BODY_TIMEOUT_S): HTTP 408, connection closed."""
 
     code = -32600
@@ -116,7 +116,7 @@ class TenantNotFoundError(A2AError):
 
 
 EDGE_ERRORS: tuple[type[A2AError], ...] = (
-    AuthenticationError,
+    UnauthenticatedError,
     AuthenticationUnavailableError,
     RateLimitedError,
     UnsupportedMediaTypeError,

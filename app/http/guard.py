@@ -34,10 +34,10 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from app.errors import A2AError, InvalidRequestError
 from app.http.auth import LOOPBACK_NAMES, is_loopback_host
 from app.http.errors import (
-    BodyTimeoutError,
     HostNotAllowedError,
     OriginNotAllowedError,
     PayloadTooLargeError,
+    RequestTimeoutError,
 )
 from app.http.responses import error_response
 from app.settings import Settings
@@ -161,7 +161,7 @@ class HttpGuard:
         body = _LimitedBody(self, scope, receive, send)
         try:
             await self.app(scope, body.receive, body.send)
-        except (PayloadTooLargeError, BodyTimeoutError):
+        except (PayloadTooLargeError, RequestTimeoutError):
             if not body.refused:
                 raise
 
@@ -235,7 +235,7 @@ class _LimitedBody:
             async with asyncio.timeout(self.guard.body_timeout_s):
                 message = await self._receive()
         except TimeoutError:
-            await self._refuse(BodyTimeoutError())
+            await self._refuse(RequestTimeoutError())
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
             self.body_done = not message.get("more_body", False)

@@ -22,7 +22,7 @@ import jwt
 
 from agent.outbound import DEFAULT_MAX_RESPONSE_BYTES, DEFAULT_TIMEOUT_S
 from app.call_context import Principal
-from app.http.errors import AuthenticationError, AuthenticationUnavailableError
+from app.http.errors import AuthenticationUnavailableError, UnauthenticatedError
 
 logger = logging.getLogger(__name__)
 
@@ -170,7 +170,7 @@ class JwtVerifier:
         self._leeway_s = leeway_s
 
     async def verify(self, token: str) -> Principal:
-        """The token's principal, or AuthenticationError (401, `invalid_token`) saying what is
+        """The token's principal, or UnauthenticatedError (401, `invalid_token`) saying what is
         wrong without echoing the token; AuthenticationUnavailableError if no keys can be had."""
         try:
             header = jwt.get_unverified_header(token)
@@ -229,5 +229,5 @@ def _scopes(claims: dict[str, Any]) -> frozenset[str]:
     return frozenset()
 
 
-def _invalid(message: str) -> AuthenticationError:
-    return AuthenticationError(message, bearer_error="invalid_token")
+def _invalid(message: str) -> UnauthenticatedError:
+    return UnauthenticatedError(message, bearer_error="invalid_token")

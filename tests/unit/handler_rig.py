@@ -8,7 +8,7 @@ from agent.runtime.journal import JournalFollower
 from agent.runtime.runner import TaskRunner
 from agent.runtime.tasks import TaskLifecycle
 from app.handler import RequestHandler
-from stores.base import MessageStore, TaskStore
+from stores.base import CheckpointStore, MessageStore, TaskStore
 
 
 def build_handler(
@@ -16,13 +16,16 @@ def build_handler(
     *,
     tasks: TaskStore,
     messages: MessageStore,
+    checkpoints: CheckpointStore,
     read_block_s: float = 15.0,
     max_streams: int = 1000,
     drain: Drain | None = None,
 ) -> RequestHandler:
     drain = drain or Drain()
     journal = JournalFollower(tasks, read_block_s=read_block_s, drain=drain, local=runner)
-    lifecycle = TaskLifecycle(tasks=tasks, messages=messages, runner=runner, journal=journal)
+    lifecycle = TaskLifecycle(
+        tasks=tasks, messages=messages, checkpoints=checkpoints, runner=runner, journal=journal
+    )
     return RequestHandler(
         tasks=tasks,
         lifecycle=lifecycle,

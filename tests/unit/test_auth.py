@@ -22,7 +22,7 @@ from app.http.auth import (
     check_configuration,
     is_loopback_host,
 )
-from app.http.errors import AuthenticationError
+from app.http.errors import UnauthenticatedError
 from app.settings import Settings
 from tests.e2e.wire import assert_valid
 
@@ -38,8 +38,8 @@ def authenticator() -> Authenticator:
     return build_authenticator(Settings(a2a_api_keys=KEYS))
 
 
-async def refused(authenticator: Authenticator, headers: dict[str, str]) -> AuthenticationError:
-    with pytest.raises(AuthenticationError) as caught:
+async def refused(authenticator: Authenticator, headers: dict[str, str]) -> UnauthenticatedError:
+    with pytest.raises(UnauthenticatedError) as caught:
         await authenticator.authenticate(Headers(headers))
     assert caught.value.http_status == 401
     assert caught.value.http_headers()["WWW-Authenticate"].startswith('Bearer realm="a2a"')

@@ -3,21 +3,21 @@
 from __future__ import annotations
 
 from app.http.errors import (
-    AuthenticationError,
     AuthenticationUnavailableError,
     HostNotAllowedError,
     OriginNotAllowedError,
     PayloadTooLargeError,
     RateLimitedError,
+    UnauthenticatedError,
 )
 from stores.rate_limit import RateDecision
 
 
 def test_authentication_error_carries_a_bearer_challenge() -> None:
-    missing = AuthenticationError()
+    missing = UnauthenticatedError()
     assert (missing.http_status, missing.code, missing.status) == (401, -32040, "UNAUTHENTICATED")
     assert missing.http_headers() == {"WWW-Authenticate": 'Bearer realm="a2a"'}
-    invalid = AuthenticationError('Bad "token"\r\nX-Injected: 1', bearer_error="invalid_token")
+    invalid = UnauthenticatedError('Bad "token"\r\nX-Injected: 1', bearer_error="invalid_token")
     challenge = invalid.http_headers()["WWW-Authenticate"]
     assert challenge == (
         'Bearer realm="a2a", error="invalid_token", error_description="Bad \\"token\\"??X-Injected: 1"'

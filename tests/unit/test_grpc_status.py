@@ -10,7 +10,7 @@ from google.rpc import error_details_pb2
 
 from app import errors
 from app.grpc.calls import status_of
-from app.http.errors import AuthenticationError, RateLimitedError
+from app.http.errors import RateLimitedError, UnauthenticatedError
 
 CASES = [
     (errors.TaskNotFoundError(taskId="t"), grpc.StatusCode.NOT_FOUND, "TASK_NOT_FOUND"),
@@ -31,7 +31,7 @@ CASES = [
         "CONTENT_TYPE_NOT_SUPPORTED",
     ),
     (
-        errors.ExtendedCardNotConfiguredError(),
+        errors.ExtendedAgentCardNotConfiguredError(),
         grpc.StatusCode.FAILED_PRECONDITION,
         "EXTENDED_AGENT_CARD_NOT_CONFIGURED",
     ),
@@ -40,10 +40,10 @@ CASES = [
         grpc.StatusCode.FAILED_PRECONDITION,
         "VERSION_NOT_SUPPORTED",
     ),
-    (errors.InvalidParamsError(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_ARGUMENT"),
+    (errors.InvalidParamsError(), grpc.StatusCode.INVALID_ARGUMENT, "INVALID_PARAMS"),
     (errors.InternalError(), grpc.StatusCode.INTERNAL, "INTERNAL_ERROR"),
     (errors.StoreUnavailableError(), grpc.StatusCode.UNAVAILABLE, "STORE_UNAVAILABLE"),
-    (AuthenticationError(), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
+    (UnauthenticatedError(), grpc.StatusCode.UNAUTHENTICATED, "UNAUTHENTICATED"),
 ]
 
 

@@ -15,7 +15,7 @@ from starlette.datastructures import Headers
 
 from app.call_context import Principal
 from app.http.auth import Authenticator, build_authenticator
-from app.http.errors import AuthenticationError, AuthenticationUnavailableError
+from app.http.errors import AuthenticationUnavailableError, UnauthenticatedError
 from app.http.jwks import JwksCache, JwtVerifier
 from app.settings import Settings
 from tests.fakes.identity_provider import IdentityProvider, SigningKey
@@ -57,8 +57,8 @@ async def verifier(idp: IdentityProvider, clock: FakeClock) -> AsyncIterator[Jwt
     await cache.aclose()
 
 
-async def refused(verifier: JwtVerifier, token: str) -> AuthenticationError:
-    with pytest.raises(AuthenticationError) as caught:
+async def refused(verifier: JwtVerifier, token: str) -> UnauthenticatedError:
+    with pytest.raises(UnauthenticatedError) as caught:
         await verifier.verify(token)
     error = caught.value
     assert error.http_status == 401
@@ -217,7 +217,7 @@ async def test_an_unknown_kid_is_refused_after_one_refresh(
     "token", ["", "not-a-jwt", "a.b.c", "a.b", "..", "eyJhbGciOiJSUzI1NiJ9..."]
 )
 async def test_garbage_is_refused(verifier: JwtVerifier, token: str) -> None:
-    with pytest.raises(AuthenticationError) as caught:
+    with pytest.raises(UnauthenticatedError) as caught:
         await verifier.verify(token)
     assert caught.value.bearer_error == "invalid_token"
 
@@ -379,7 +379,7 @@ async def test_the_authenticator_refuses_a_bad_jwt_with_invalid_token(
     authenticator: Authenticator, idp: IdentityProvider
 ) -> None:
     headers = Headers({"Authorization": f"Bearer {idp.token(aud='elsewhere')}"})
-    with pytest.raises(AuthenticationError) as caught:
+    with pytest.raises(UnauthenticatedError) as caught:
         await authenticator.authenticate(headers)
     assert 'error="invalid_token"' in caught.value.http_headers()["WWW-Authenticate"]
 
@@ -387,7 +387,7 @@ async def test_the_authenticator_refuses_a_bad_jwt_with_invalid_token(
 async def test_with_only_jwts_configured_an_api_key_header_is_refused(
     authenticator: Authenticator,
 ) -> None:
-    with pytest.raises(AuthenticationError):
+    with pytest.raises(UnauthenticatedError):
         await authenticator.authenticate(Headers({"X-API-Key": "anything"}))
 
 

@@ -52,7 +52,11 @@ async def _handler(
     runner = _runner(backend, llm, holder=holder, limit=limit)
     try:
         yield build_handler(
-            runner, tasks=backend.tasks, messages=backend.messages, read_block_s=0.5
+            runner,
+            tasks=backend.tasks,
+            messages=backend.messages,
+            checkpoints=backend.checkpoints,
+            read_block_s=0.5,
         )
     finally:
         await runner.shutdown()
@@ -250,7 +254,12 @@ async def test_an_answered_task_is_taken_over_with_the_answer(
         await TurnSupervisor(
             survivor, tasks=backend.tasks, checkpoints=backend.checkpoints, leases=backend.leases
         ).recover_orphans()
-        handler = build_handler(survivor, tasks=backend.tasks, messages=backend.messages)
+        handler = build_handler(
+            survivor,
+            tasks=backend.tasks,
+            messages=backend.messages,
+            checkpoints=backend.checkpoints,
+        )
         assert await _settled(handler, task.id) == TaskState.COMPLETED
         final = await handler.get_task(task.id, owner=OWNER)
     finally:
@@ -282,7 +291,9 @@ async def test_a_create_that_fails_leaves_no_task_claim_or_lease(
 
     monkeypatch.setattr(backend.tasks, "create", unavailable)
     runner = _runner(backend, llm, holder="p1", limit=1)
-    handler = build_handler(runner, tasks=backend.tasks, messages=backend.messages)
+    handler = build_handler(
+        runner, tasks=backend.tasks, messages=backend.messages, checkpoints=backend.checkpoints
+    )
     send = _send("hello", context_id="ctx-failed-create")
     with pytest.raises(StoreUnavailable):
         await handler.send_message(send, owner=OWNER)
@@ -300,7 +311,9 @@ async def test_a_replica_at_its_turn_limit_leaves_orphans_for_later(
     busy_step = blocked(gate, then=text("busy"))
     llm.script(busy_step, text("taken over"))
     runner = _runner(backend, llm, holder="p1", limit=1)
-    handler = build_handler(runner, tasks=backend.tasks, messages=backend.messages)
+    handler = build_handler(
+        runner, tasks=backend.tasks, messages=backend.messages, checkpoints=backend.checkpoints
+    )
     try:
         busy = await handler.send_message(_send("busy"), owner=OWNER)
         await asyncio.wait_for(busy_step.entered.wait(), 5)

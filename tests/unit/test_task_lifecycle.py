@@ -55,7 +55,9 @@ async def rig(llm: ScriptedLLM) -> AsyncIterator[Rig]:
     # Approval of `danger` makes a turn wait for an answer that can be rejected.
     loop = make_loop(llm, ToolLog().tools(), hooks=[ApprovalRequired({"danger"})])
     runner = stores.runner(loop, holder="p1")
-    handler = build_handler(runner, tasks=stores.tasks, messages=stores.messages)
+    handler = build_handler(
+        runner, tasks=stores.tasks, messages=stores.messages, checkpoints=stores.checkpoints
+    )
     try:
         yield Rig(stores, runner, handler)
     finally:
@@ -258,18 +260,39 @@ async def test_a_finished_task_is_not_cancelable(rig: Rig, llm: ScriptedLLM) -> 
     assert await rig.state(task.id) == TaskState.COMPLETED
 
 
-async def test_a_waiting_task_is_canceled_once_and_again_idempotently(
-    rig: Rig, llm: ScriptedLLM
-) -> None:
+async def test_a_canceled_task_is_not_cancelable_again(rig: Rig, llm: ScriptedLLM) -> None:
     task = await _waiting(rig, llm)
     canceled = await rig.handler.cancel_task(task.id, owner=OWNER)
     assert canceled.status.state == TaskState.CANCELED
     assert canceled.status.message is not None
     assert canceled.status.message.parts[0].text == "The task was canceled."
-    again = await rig.handler.cancel_task(task.id, owner=OWNER)
-    assert again.status.state == TaskState.CANCELED
+    with pytest.raises(TaskNotCancelableError) as refused:
+        await rig.handler.cancel_task(task.id, owner=OWNER)
+    assert _wire(refused.value) == (
+        -32002,
+        f"Task {task.id!r} is in terminal state TASK_STATE_CANCELED",
+        {"taskId": task.id},
+    )
+    assert refused.value.reason == "TASK_NOT_CANCELABLE"
+    assert (await rig.handler.get_task(task.id, owner=OWNER)).status == canceled.status
     with pytest.raises(UnsupportedOperationError, match="terminal state TASK_STATE_CANCELED"):
         await rig.handler.send_message(_send("Paris", task_id=task.id), owner=OWNER)
+
+
+async def test_cancels_that_find_a_running_task_all_answer_with_the_canceled_task(
+    rig: Rig, llm: ScriptedLLM
+) -> None:
+    turn = blocked()  # the model call never answers: only a cancel ends the turn
+    llm.script(turn)
+    task = (await _record(rig, _send("slow", at_once=True))).task
+    await asyncio.wait_for(turn.entered.wait(), 5)
+    answers = await asyncio.gather(
+        *(rig.handler.cancel_task(task.id, owner=OWNER) for _ in range(3))
+    )
+    assert [answer.status.state for answer in answers] == [TaskState.CANCELED] * 3
+    assert answers[0].status == answers[1].status == answers[2].status  # one cancel recorded
+    with pytest.raises(TaskNotCancelableError):  # the next one finds it ended
+        await rig.handler.cancel_task(task.id, owner=OWNER)
 
 
 async def test_an_unknown_task_is_not_found_for_every_operation(rig: Rig) -> None:

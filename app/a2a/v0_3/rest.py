@@ -13,7 +13,14 @@ from starlette.responses import Response
 from starlette.routing import Route
 
 from app.a2a.binding import Binding
-from app.a2a.http_json import Endpoint, guarded, query_params, read_body, sse_response
+from app.a2a.http_json import (
+    Endpoint,
+    guarded,
+    ignored_body,
+    query_params,
+    read_body,
+    sse_response,
+)
 from app.a2a.v0_3.wire import (
     DEFAULT_PUSH_CONFIG_ID,
     Dialect,
@@ -104,7 +111,7 @@ class RestV03Binding(Binding):
             return await self._subscribe(task_id, context)
         if action != "cancel":
             raise MethodNotFoundError(f"POST /v1/tasks/{{id}}:{action} is not a route")
-        await self._body(request)  # an empty body or `{}`; its media type is checked all the same
+        await ignored_body(request)  # as on the 1.0 route: whatever it holds
         task = await self._operations.cancel_task({"id": task_id}, context=context)
         return json_response(task_out(task, _REST), request)
 
