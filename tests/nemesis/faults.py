@@ -15,6 +15,7 @@ Runs in a thread of its own (every step is a blocking call on processes and prox
 from __future__ import annotations
 
 import random
+import sys
 import threading
 import time
 
@@ -88,3 +89,9 @@ class Nemesis(threading.Thread):
             old, new = system.failover(key)
             record.target, record.detail = "cluster", f"master {old} -> {new}"
         record.ended = time.monotonic()
+        print(  # the run's progress, on stderr (a test captures it)
+            f"nemesis: {kind} {record.target} {record.detail} healed after"
+            f" {record.ended - record.started:.1f}s ({len(self.history.turns)} turns so far)",
+            file=sys.stderr,
+            flush=True,
+        )

@@ -69,6 +69,7 @@ class Session:
         self.rng = rng
         self.config = config
         self.side_tasks: set[asyncio.Task[Any]] = set()
+        self.key = ""  # the attempt under way (named in the errors it meets)
 
     def pick(self) -> str:
         return self.rng.choice(self.urls)
@@ -88,6 +89,7 @@ class Session:
         for attempt in range(ATTEMPTS):
             key = f"{self.name}.{number:03d}.{attempt}"
             record.keys.append(key)
+            self.key = key
             if not await self.attempt(record, key):
                 break
         record.ended = time.monotonic()
@@ -121,7 +123,7 @@ class Session:
             if record.final_state == "TASK_STATE_FAILED":
                 if SEND_AGAIN in why:
                     return True
-                self.history.error("turn", "", False, f"task {task_id} failed: {why}")
+                self.history.error(f"{self.key} turn", "", False, f"task {task_id} failed: {why}")
         return False
 
     # --- sending --------------------------------------------------------------------------
@@ -156,7 +158,9 @@ class Session:
                 if reply.ok:
                     task = reply.result.get("task")
                     if task is None:
-                        self.history.error("SendMessage", url, False, f"no task: {reply.result}")
+                        self.history.error(
+                            f"{self.key} SendMessage", url, False, f"no task: {reply.result}"
+                        )
                         return None, "NO TASK"
                     self.learn(record, task["id"], key)
                     if task["status"]["state"] in TERMINAL | {INPUT_REQUIRED}:
@@ -213,14 +217,19 @@ class Session:
             self.judge(reply, "SubscribeToTask", url)
             await self.backoff(reply)
         self.history.error(
-            "follow", "", False, f"task {task_id} did not settle in {self.config.settle_s}s"
+            f"{self.key} follow",
+            "",
+            False,
+            f"task {task_id} did not settle in {self.config.settle_s}s",
         )
         return task_id, "STUCK"
 
     async def on_busy(self, record: TurnRecord, key: str, named: str | None) -> bool:
         """A -32004 refusal of a new message: whether the task it names is this message's."""
         if named is None:
-            self.history.error("send", "", False, "-32004 without the running task's id")
+            self.history.error(
+                f"{self.key} send", "", False, "-32004 without the running task's id"
+            )
             await asyncio.sleep(0.5)
             return False
         url = self.pick()
@@ -303,7 +312,7 @@ class Session:
         expected = reply.unexpected is None and (
             reply.transport is not None or reply.reason in (STORE_UNAVAILABLE, OVERLOADED, BUSY)
         )
-        self.history.error(op, url, expected, reply.describe())
+        self.history.error(f"{self.key} {op}", url, expected, reply.describe())
 
     async def backoff(self, reply: Reply) -> None:
         if reply.reason == OVERLOADED:
