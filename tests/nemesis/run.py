@@ -56,7 +56,7 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
             asyncio.run(_play(system, history, config, workload, deadline, nemesis))
         finally:
             nemesis.stop()
-        readiness = system.readiness(timeout=30)
+        readiness = system.readiness(timeout=120)
         # Turns the clients gave up on may still be taken over: give the sweep two leases.
         time.sleep(2 * config.lease_ttl_s)
         client = system.redis_client()
