@@ -21,7 +21,8 @@ SEED = 48
 def test_a_short_seeded_nemesis_run_breaks_no_guarantee(tmp_path: Path) -> None:
     result = nemesis_run(RunConfig(seed=SEED, seconds=40, sessions=4), tmp_path)
     history = result.history
-    assert not result.violations, result.report
+    if result.violations:
+        pytest.fail(f"the nemesis found violations:\n{result.report}", pytrace=False)
     # The run did what it claims: faults struck, turns of every kind ran and were checked.
     assert history.faults, result.report
     assert {t.kind for t in history.turns} == {"plain", "tool", "ask"}, result.report

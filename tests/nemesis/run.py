@@ -71,7 +71,7 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         violations = check(history, final)
         if nemesis.failure is not None:
             violations.append(f"the nemesis itself failed: {nemesis.failure!r}")
-        tracebacks = system.tracebacks()
+    tracebacks = system.tracebacks()
     report = render_report(config, history, final, violations, tracebacks, time.monotonic() - began)
     (workdir / "report.txt").write_text(report)
     return RunResult(violations, report, history)

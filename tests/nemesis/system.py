@@ -147,6 +147,7 @@ class System:
         for replica in self.replicas:
             replica.server.stop()
             self._keep_log(replica)
+            replica.server.cleanup()
             if replica.proxy is not None:
                 replica.proxy.close()
         if self.redis is not None:
@@ -239,10 +240,9 @@ class System:
             replica.logs.append(str(kept))
 
     def tracebacks(self) -> list[str]:
-        """Tracebacks in any replica's stderr, over every life of it."""
+        """Tracebacks in any replica's stderr, over every life of it (once stopped)."""
         found = []
         for replica in self.replicas:
-            self._keep_log(replica)
             for path in dict.fromkeys(replica.logs):
                 with contextlib.suppress(OSError):
                     text = Path(path).read_text(errors="replace")
