@@ -187,6 +187,7 @@ class System:
         """Start a killed replica again on its port (its earlier logs are kept). It serves once
         /healthz answers; it is ready (its model adapter loaded: seconds on a busy machine) later,
         as a restarted pod is: the faults go on meanwhile."""
+        replica.server.stop()  # the dead process's log files closed before new ones open
         self._keep_log(replica)
         replica.restarts += 1
         replica.server.start()
