@@ -11,8 +11,10 @@ What a client does on trouble (the documented behaviour):
 * STORE_UNAVAILABLE naming a task, a stream cut or silent (keep-alives stop), a replica that
   does not answer once the task id is known: follow the task (`GetTask`, then `SubscribeToTask`
   with `Last-Event-ID` of the last event seen) on another replica;
-* STORE_UNAVAILABLE without a task, or no answer before the task id is known: send the same
-  message again (on any replica); OVERLOADED: the same, after `retryAfterSeconds`;
+* STORE_UNAVAILABLE without a task: send the same message again (on any replica); no answer
+  before the task id is known: look for the task first (ListTasks of the context: one whose
+  history holds the message), and send again only if there is none; OVERLOADED: send again
+  after `retryAfterSeconds`;
 * -32004 naming a task: read it; if it is this message's task (its history holds the prompt),
   follow it; else wait for it to end, and cancel it if it does not within two leases;
 * a task FAILED with "please send the message again": send it again (a new attempt, a new key).
@@ -176,6 +178,10 @@ class Session:
                     task_id = reply.meta["taskId"]
                     return await self.follow(record, task_id, None)
                 continue
+            if task_id is None and reply.transport is not None and "taskId" not in message:
+                # No answer: the message may have made a task all the same. Look before sending
+                # it again, or it runs twice (a send is not idempotent).
+                task_id = await self.find_own(record, key)
             if task_id is not None:
                 followed = await self.follow(record, task_id, last)
                 if "taskId" in message and followed[1] == INPUT_REQUIRED:
@@ -242,8 +248,7 @@ class Session:
             await asyncio.sleep(0.5)
             return False
         task = got.result
-        texts = [p.get("text", "") for m in task.get("history") or [] for p in m.get("parts") or []]
-        if any(prompt_text(key, record.kind) == t for t in texts):
+        if prompt_text(key, record.kind) in _texts(task):
             self.learn(record, named, key)
             return True
         state = task["status"]["state"]
@@ -252,6 +257,23 @@ class Session:
             await self.cancel(named)  # not ours and not ending: the docs' last resort
         await asyncio.sleep(0.5)
         return False
+
+    async def find_own(self, record: TurnRecord, key: str) -> str | None:
+        """The task this attempt's message made, among the context's newest (ListTasks)."""
+        prompt = prompt_text(key, record.kind)
+        params = {"contextId": self.context_id, "pageSize": 20, "historyLength": 20}
+        for _ in range(20):
+            url = self.pick()
+            got = await self.wire.call(url, "ListTasks", params)
+            if got.ok:
+                for task in got.result.get("tasks") or []:
+                    if prompt in _texts(task):
+                        self.learn(record, task["id"], key)
+                        return task["id"]
+                return None
+            self.judge(got, "ListTasks", url)
+            await self.backoff(got)
+        return None
 
     # --- joining, canceling -----------------------------------------------------------------
 
@@ -319,6 +341,10 @@ class Session:
             await asyncio.sleep(float(reply.meta.get("retryAfterSeconds", 1)))
         else:
             await asyncio.sleep(self.rng.uniform(0.2, 0.8))
+
+
+def _texts(task: dict[str, Any]) -> list[str]:
+    return [p.get("text", "") for m in task.get("history") or [] for p in m.get("parts") or []]
 
 
 async def run_workload(
