@@ -14,7 +14,9 @@ system holds at the end). Each check states a guarantee; `check` returns every v
 7. every conversation in order: prompts, tool calls, results and answers of the turns (and
    attempts) in the order they ran, each prompt once;
 8. no error a client was not told to expect, and no refusal naming a task that never existed;
-9. every replica ready at the end.
+9. every replica ready at the end;
+10. a stale turn's model call is cut: a model call of a replica that was paused, whose turn was
+   taken over or ended during the pause, does not stream on after the replica resumes.
 """
 
 from __future__ import annotations
@@ -50,6 +52,7 @@ def check(history: History, final: FinalState) -> list[str]:
         *conversations_in_order(final),
         *errors_expected(history, final),
         *ready(final),
+        *stale_calls_cut(history, final),
     ]
 
 
@@ -302,3 +305,44 @@ def ready(final: FinalState) -> list[str]:
         for url, last in final.readiness.items()
         if not last.startswith("200")
     ]
+
+
+STALE_GRACE_S = 3.0
+"""How long a resumed replica may take to notice that a turn moved or ended, and cut its call."""
+
+
+def stale_calls_cut(history: History, final: FinalState) -> list[str]:
+    ended: dict[str, float] = {}  # key -> when its task ended (monotonic)
+    for stored in final.tasks.values():
+        found = re.match(r"nem (\S+) ", _task_prompt(stored.task) + " ")
+        stamps = [_stamp(e.event) for e in stored.journal if state_of_entry(e.event) in TERMINAL]
+        if found and stamps and stamps[0] is not None:
+            at = stamps[0] - final.wall_offset
+            ended[found.group(1)] = min(at, ended.get(found.group(1), at))
+    out = []
+    for fault in history.faults:
+        if fault.kind != "pause" or fault.ended is None or fault.target not in final.replicas:
+            continue
+        replica, resumed = final.replicas.index(fault.target), fault.ended
+        for call in final.model_calls:
+            finished = call["finished"] if call["finished"] is not None else float("inf")
+            if (
+                call["replica"] != replica
+                or call["key"] is None
+                or call["received"] > fault.started
+            ):
+                continue
+            if finished <= resumed + STALE_GRACE_S:
+                continue  # ended (or was cut) before the replica could have cut it
+            moved = any(
+                c["key"] == call["key"] and c["replica"] != replica
+                and call["received"] < c["received"] < resumed
+                for c in final.model_calls
+            )  # fmt: skip
+            if moved or ended.get(call["key"], float("inf")) < resumed:
+                how = "taken over" if moved else "ended"
+                out.append(
+                    f"model call of {call['key']} by replica {replica} streamed on"
+                    f" {finished - resumed:.1f}s after the replica resumed; its turn had {how}"
+                )
+    return out

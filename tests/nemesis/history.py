@@ -127,6 +127,9 @@ class FinalState:
     tool_runs: list[dict[str, Any]]
     model_calls: list[dict[str, Any]]
     readiness: dict[str, str]
+    replicas: list[str] = field(default_factory=list)  # their URLs, by index
+    # time.time() - time.monotonic() when read: journals stamp wall-clock times, records monotonic
+    wall_offset: float = 0.0
 
 
 def read_final_state(
@@ -136,6 +139,7 @@ def read_final_state(
     tool_runs: list[dict[str, Any]],
     model_calls: list[dict[str, Any]],
     readiness: dict[str, str],
+    replicas: list[str],
 ) -> FinalState:
     view = RedisView(client, prefix)
     keys = RedisKeys(prefix)
@@ -159,6 +163,8 @@ def read_final_state(
         tool_runs=tool_runs,
         model_calls=model_calls,
         readiness=readiness,
+        replicas=replicas,
+        wall_offset=time.time() - time.monotonic(),
     )
 
 

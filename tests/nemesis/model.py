@@ -7,23 +7,38 @@ A prompt reads `nem <key> do=<plain|tool|ask>`; `<key>` names one attempt of one
 * `tool`: asks for `nemesis_step(key)` (tests/nemesis/tool.py, which records each run), then,
   once its result is in the messages, answers;
 * `ask`: asks the user (`ask_user`: the task goes input-required), then, once answered, answers;
-* `plain`: answers at once.
+* `plain`: answers at once; `long`: the same answer, streamed over about 20 s (a pause of the
+  replica falls inside its model call: when the turn ends or moves meanwhile, that call must be
+  cut, not left to stream on).
 
 An answer is `answer_text(key)`, streamed in chunks a little apart (so streams are joined and
-cut mid-answer). Every request is recorded (FakeLLMServer), with the key it was for.
+cut mid-answer). Every request is recorded (FakeLLMServer), with the key it was for and the
+replica that made it: each replica's LLM_API_BASE is `<base>/r<index>/v1` (`replica_base_url`).
 """
 
 from __future__ import annotations
 
+import contextvars
 import json
 import re
+from dataclasses import dataclass
 from typing import Any
 
 from tests.fakes.fake_llm import FakeLLMServer, Step, last_user_text
 
-PROMPT = re.compile(r"nem (\S+) do=(plain|tool|ask)")
+PROMPT = re.compile(r"nem (\S+) do=(plain|tool|ask|long)")
 ANSWER_WORDS = 12
 TOOL_NAME = "nemesis_step"
+LONG_CHUNK_DELAY_S = 1.6
+REPLICA_PATH = re.compile(r"^/r(\d+)(/.*)$")
+_replica: contextvars.ContextVar[int | None] = contextvars.ContextVar("replica", default=None)
+
+
+@dataclass
+class ReplicaStep(Step):
+    """A reply, and which replica asked for it."""
+
+    replica: int | None = None
 
 
 def prompt_text(key: str, kind: str) -> str:
@@ -72,6 +87,10 @@ class NemesisModel(FakeLLMServer):
         self.chunk_delay = chunk_delay
 
     def _take_step(self, body: dict[str, Any]) -> Step | None:
+        step = self._reply(body)
+        return ReplicaStep(**{**step.__dict__, "replica": _replica.get()})
+
+    def _reply(self, body: dict[str, Any]) -> Step:
         found = PROMPT.search(last_user_text(body))
         if found is None:
             return Step(chunks=["no nemesis prompt here"])
@@ -82,7 +101,18 @@ class NemesisModel(FakeLLMServer):
         if kind == "ask" and "ask_user" not in called:
             question = json.dumps({"question": f"question {key}"})
             return Step(tool_calls=[("ask_user", question)], times=None)
-        return Step(chunks=answer_chunks(key), chunk_delay=self.chunk_delay, times=None)
+        delay = LONG_CHUNK_DELAY_S if kind == "long" else self.chunk_delay
+        return Step(chunks=answer_chunks(key), chunk_delay=delay, times=None)
+
+    def replica_base_url(self, index: int) -> str:
+        return self.base_url.removesuffix("/v1") + f"/r{index}/v1"
+
+    async def _asgi(self, scope: dict, receive: Any, send: Any) -> None:
+        found = REPLICA_PATH.match(scope.get("path", ""))
+        if found:
+            _replica.set(int(found.group(1)))
+            scope = {**scope, "path": found.group(2)}
+        await super()._asgi(scope, receive, send)
 
     def calls(self) -> list[dict[str, Any]]:
         """Each model request: its key, when it came and ended (monotonic), whether the caller
@@ -93,6 +123,7 @@ class NemesisModel(FakeLLMServer):
                 "received": rec.received_at,
                 "finished": rec.finished_at,
                 "cut": rec.client_disconnected,
+                "replica": getattr(rec.step, "replica", None),
                 "tool_results": [
                     str(m.get("content")).split()[1]
                     for m in rec.body.get("messages") or []

@@ -63,7 +63,7 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         try:
             final = read_final_state(
                 client, system.prefix, sorted({t.context_id for t in history.turns}),
-                read_runs(str(system.tool_log)), system.model.calls(), readiness,
+                read_runs(str(system.tool_log)), system.model.calls(), readiness, system.urls,
             )  # fmt: skip
         finally:
             client.close()

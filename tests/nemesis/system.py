@@ -129,8 +129,9 @@ class System:
             urls = [p.url for p in proxies if p is not None]
         for index, (url, proxy) in enumerate(zip(urls, proxies, strict=True)):
             server = ServerProcess(
-                self.model.base_url, env=self.replica_env(url), start_timeout=120, wait_ready=False
-            )
+                self.model.replica_base_url(index), env=self.replica_env(url),
+                start_timeout=120, wait_ready=False,
+            )  # fmt: skip
             self.replicas.append(Replica(index, server, proxy))
         # Together: each spends seconds loading LiteLLM on a busy machine.
         with ThreadPoolExecutor(max_workers=self.count) as pool:

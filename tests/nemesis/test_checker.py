@@ -11,6 +11,7 @@ from typing import Any
 from tests.nemesis.checker import check, expected_event
 from tests.nemesis.history import (
     BusyRecord,
+    FaultRecord,
     FinalState,
     History,
     JournalEntry,
@@ -208,3 +209,17 @@ def test_an_unexpected_error_and_a_replica_not_ready_are_flagged() -> None:
     assert len(violations) == 2, violations
     assert "unexpected error (send on r1): JSON-RPC error -32603" in violations[0]
     assert "replica r2 not ready" in violations[1]
+
+
+def test_a_model_call_streaming_on_after_its_paused_replica_resumed_is_flagged() -> None:
+    """Replica 0 is paused from 10 to 17.5 s during its model call of turn 0; the turn is taken
+    over by replica 1 at 14 s. Replica 0's call must be cut once it resumes."""
+    history, final = clean()
+    final.replicas = ["r0", "r1"]
+    history.faults.append(FaultRecord("pause", "r0", started=10.0, ended=17.5))
+    stale = {"key": "s1-0.000.0", "received": 8.0, "finished": 18.5, "cut": True, "replica": 0}
+    takeover = {"key": "s1-0.000.0", "received": 14.0, "finished": 16.0, "cut": False, "replica": 1}
+    final.model_calls = [{**stale, "tool_results": []}, {**takeover, "tool_results": []}]
+    assert check(history, final) == []  # cut a second after the resume
+    final.model_calls[0].update(finished=28.0, cut=False)  # streamed on to its natural end
+    flagged(history, final, "model call of s1-0.000.0 by replica 0 streamed on 10.5s after")

@@ -1,8 +1,8 @@
 """The nemesis' clients: sessions, each one conversation (context) played turn after turn, doing
 what docs/operations.md tells a client to do when something fails.
 
-A turn is `plain`, `tool` (the model calls nemesis_step) or `ask` (the model asks a question:
-input-required, the client answers). Each is sent blocking (`SendMessage`) or streamed
+A turn is `plain`, `tool` (the model calls nemesis_step), `ask` (the model asks a question:
+input-required, the client answers) or `long` (the answer streams for about 20 s). Each is sent blocking (`SendMessage`) or streamed
 (`SendStreamingMessage`) to a replica picked at random; while a streamed turn runs, one to three
 `SubscribeToTask` streams may join it on the same replica, and the turn may be canceled.
 
@@ -43,7 +43,7 @@ from tests.nemesis.wire import (
     state_of,
 )
 
-KINDS = ("plain", "plain", "tool", "ask")
+KINDS = ("plain", "plain", "plain", "tool", "ask", "long")
 SEND_AGAIN = "please send the message again"
 ATTEMPTS = 6
 
