@@ -25,5 +25,5 @@ def test_a_short_seeded_nemesis_run_breaks_no_guarantee(tmp_path: Path) -> None:
         pytest.fail(f"the nemesis found violations:\n{result.report}", pytrace=False)
     # The run did what it claims: faults struck, turns of every kind ran and were checked.
     assert history.faults, result.report
-    assert {t.kind for t in history.turns} == {"plain", "tool", "ask"}, result.report
+    assert {"plain", "tool", "ask"} <= {t.kind for t in history.turns}, result.report
     assert any(s.joined and s.events for s in history.streams), result.report
