@@ -341,8 +341,10 @@ def stale_calls_cut(history: History, final: FinalState) -> list[str]:
             )  # fmt: skip
             if moved or ended.get(call["key"], float("inf")) < resumed:
                 how = "taken over" if moved else "ended"
+                end = "then its caller left" if call["cut"] else "to its natural end"
                 out.append(
                     f"model call of {call['key']} by replica {replica} streamed on"
-                    f" {finished - resumed:.1f}s after the replica resumed; its turn had {how}"
+                    f" {finished - resumed:.1f}s after the replica resumed ({end}); its turn had"
+                    f" {how}"
                 )
     return out

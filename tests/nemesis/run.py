@@ -68,6 +68,7 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         finally:
             client.close()
         (workdir / "history.json").write_text(json.dumps(history.dump(), default=str))
+        (workdir / "model-calls.json").write_text(json.dumps(final.model_calls))
         violations = check(history, final)
         if nemesis.failure is not None:
             violations.append(f"the nemesis itself failed: {nemesis.failure!r}")
