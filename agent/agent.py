@@ -3,7 +3,8 @@ commits what the turn adds as complete units."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from functools import partial
 
 from agent.context import TurnContext
@@ -77,20 +78,21 @@ class Agent:
 
     async def run(
         self, turn: TurnContext, state: LoopState, *, on_text: TextSink | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint);
         its streamed text to `on_text`, if given (`AgentLoop.run`)."""
-        async for event in self.loop.run(state, turn, on_text=on_text):
-            if isinstance(event, MessagesCommitted):
-                await persistently(
-                    partial(
-                        self._messages.append,
-                        turn.context_id,
-                        event.messages,
-                        owner=turn.owner,
-                        unit_id=f"{turn.task_id}:{event.unit_id}",
-                        fence=turn.fence,
-                    ),
-                    what="conversation append",
-                )
-            yield event
+        async with aclosing(self.loop.run(state, turn, on_text=on_text)) as events:
+            async for event in events:
+                if isinstance(event, MessagesCommitted):
+                    await persistently(
+                        partial(
+                            self._messages.append,
+                            turn.context_id,
+                            event.messages,
+                            owner=turn.owner,
+                            unit_id=f"{turn.task_id}:{event.unit_id}",
+                            fence=turn.fence,
+                        ),
+                        what="conversation append",
+                    )
+                yield event

@@ -17,11 +17,29 @@ if TYPE_CHECKING:
 class Usage:
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    """Of the completion tokens, those spent reasoning (where the provider reports them)."""
+    cache_read_tokens: int = 0
+    """Of the prompt tokens, those read from the provider's prompt cache."""
+    cache_write_tokens: int = 0
+    """Of the prompt tokens, those written to the provider's prompt cache."""
+    cost_usd: float | None = None
+    """What it cost by LiteLLM's price map; None when a price is unknown (never a made-up 0)."""
+    model: str | None = None
+    """The model that answered (of a turn: its last call's), as configured."""
 
     def __add__(self, other: Usage) -> Usage:
+        cost = None
+        if self.cost_usd is not None and other.cost_usd is not None:
+            cost = self.cost_usd + other.cost_usd
         return Usage(
             prompt_tokens=self.prompt_tokens + other.prompt_tokens,
             completion_tokens=self.completion_tokens + other.completion_tokens,
+            reasoning_tokens=self.reasoning_tokens + other.reasoning_tokens,
+            cache_read_tokens=self.cache_read_tokens + other.cache_read_tokens,
+            cache_write_tokens=self.cache_write_tokens + other.cache_write_tokens,
+            cost_usd=cost,
+            model=other.model or self.model,
         )
 
 
@@ -42,6 +60,15 @@ class TextDelta:
 
     text: str
     kind: Literal["text_delta"] = "text_delta"
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
+class ReasoningDelta:
+    """A chunk of the model's reasoning text, as it produces it (only with AGENT_REASONING=stream):
+    for the client to watch, never part of the answer."""
+
+    text: str
+    kind: Literal["reasoning_delta"] = "reasoning_delta"
 
 
 TextSink = Callable[[str], Awaitable[None]]
@@ -160,6 +187,7 @@ AgentEvent = (
     TurnStarted
     | IterationStarted
     | TextDelta
+    | ReasoningDelta
     | LLMCallStarted
     | LLMCallFinished
     | ToolCallStarted

@@ -10,7 +10,8 @@ feeds the client's answer back and goes on from the same state.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 from opentelemetry.trace import StatusCode
@@ -24,6 +25,7 @@ from agent.events import (
     LLMCallFinished,
     LLMCallStarted,
     MessagesCommitted,
+    ReasoningDelta,
     TextDelta,
     TextSink,
     TurnCompleted,
@@ -33,7 +35,8 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import HookChain, HookFailed
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText, closing_stream
+from agent.llm.reasoning import reasoning_fields
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
 from agent.tools.control import ASK_USER, CONTROL_TOOLS, FINISH
@@ -49,8 +52,11 @@ ANSWER_SEPARATOR = "\n\n"
 
 
 def to_llm_message(message: ChatMessage) -> dict[str, Any]:
-    """A stored conversation message in the OpenAI chat format LiteLLM takes."""
+    """A stored conversation message in the OpenAI chat format LiteLLM takes, its reasoning in
+    LiteLLM's fields (the adapter keeps those the provider takes back)."""
     payload: dict[str, Any] = {"role": message.role, "content": message.content}
+    if message.thinking is not None:
+        payload.update(reasoning_fields(message.thinking))
     if message.tool_calls:
         payload["tool_calls"] = [
             {
@@ -78,6 +84,14 @@ def _add_answer_text(state: LoopState, text: str, *, new_paragraph: bool) -> lis
     return [TextDelta(text=text)]
 
 
+def add_usage_details(state: LoopState, usage: Usage) -> None:
+    """Count a call's reasoning and cache tokens in the turn's (reported by some providers)."""
+    if usage.reasoning_tokens or usage.cache_read_tokens or usage.cache_write_tokens:
+        state.reasoning_tokens += usage.reasoning_tokens
+        state.cache_read_tokens += usage.cache_read_tokens
+        state.cache_write_tokens += usage.cache_write_tokens
+
+
 class _TurnEnded(Exception):
     def __init__(self, event: TurnFailed) -> None:
         self.event = event
@@ -97,8 +111,10 @@ class AgentLoop:
         ask_user_tool: bool = True,
         finish_tool: bool = True,
         max_messages: int | None = None,
+        stream_reasoning: bool = False,
     ) -> None:
         self._llm = llm
+        self._stream_reasoning = stream_reasoning  # AGENT_REASONING=stream
         self._system_prompt = system_prompt
         self._max_iterations = max_iterations
         self._max_messages = max_messages
@@ -118,7 +134,7 @@ class AgentLoop:
 
     async def run(
         self, state: LoopState, turn: TurnContext, *, on_text: TextSink | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run (or go on with) the turn described by `state` until it ends or suspends.
 
         With `on_text`, a model call's streamed text is handed to it, in the events' order,
@@ -128,8 +144,10 @@ class AgentLoop:
             if state.iterations == 0 and not state.pending_calls:
                 yield TurnStarted()
                 await self._hooks.on_turn_start(turn)
-            async for event in self._steps(state, turn, on_text):
-                yield event
+            # Each step is closed as soon as this turn is (see `_call_model`).
+            async with aclosing(self._steps(state, turn, on_text)) as steps:
+                async for event in steps:
+                    yield event
             return
         except _TurnEnded as ended:
             outcome = ended.event
@@ -190,12 +208,13 @@ class AgentLoop:
 
     async def _steps(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         while True:
             if state.pending_calls:
                 try:
-                    async for event in self._tool_round.answer(state, turn):
-                        yield event
+                    async with aclosing(self._tool_round.answer(state, turn)) as round_events:
+                        async for event in round_events:
+                            yield event
                 except ToolRoundFailed as exc:
                     failed = self._failed(str(exc), state, rejected=exc.rejected)
                     raise _TurnEnded(failed) from exc
@@ -222,11 +241,12 @@ class AgentLoop:
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
             response: LLMResponse | None = None
-            async for item in self._call_model(state, turn, on_text):
-                if isinstance(item, LLMResponse):
-                    response = item
-                else:
-                    yield item
+            async with aclosing(self._call_model(state, turn, on_text)) as items:
+                async for item in items:
+                    if isinstance(item, LLMResponse):
+                        response = item
+                    else:
+                        yield item
             assert response is not None
             yield LLMCallFinished(
                 iteration=state.iterations,
@@ -234,18 +254,21 @@ class AgentLoop:
                 finish_reason=response.finish_reason,
             )
             if not response.tool_calls:
-                answer = ChatMessage(role="assistant", content=response.content or None)
+                answer = ChatMessage(
+                    role="assistant", content=response.content or None, thinking=response.thinking
+                )
                 state.conversation.append(answer)
                 yield MessagesCommitted(unit_id=f"{state.iterations}:answer", messages=[answer])
                 yield await self._completed(turn, state)
                 return
             state.pending_content = response.content or None
+            state.pending_thinking = response.thinking
             state.pending_calls = response.tool_calls
             yield CheckpointReached.of(state)
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[TextDelta | LLMResponse]:
+    ) -> AsyncGenerator[TextDelta | ReasoningDelta | LLMResponse, None]:
         messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
@@ -265,31 +288,39 @@ class AgentLoop:
         first_text = True  # this call's text starts a new paragraph of the answer
         response: LLMResponse | None = None
         span = start_span("llm.call", turn.trace, iteration=state.iterations)
+        # A turn that stops while the model streams (canceled, its lease lost: `on_text` or the
+        # consumer of this generator raises, or closes it) closes the model's stream at once, not
+        # when the garbage collector gets to it: the call's connection is cut, no token more.
+        stream = self._llm.stream(request)
         try:
-            async for item in self._llm.stream(request):
-                if not isinstance(item, LLMText):
-                    response = item
-                elif item.text:  # per chunk: no list and no call (the hot path of a turn)
-                    if first_text and state.answer:  # another call's text: a new paragraph
-                        state.answer.append(ANSWER_SEPARATOR)
+            async with closing_stream(stream):
+                async for item in stream:
+                    if not isinstance(item, LLMText):
+                        if isinstance(item, LLMResponse):
+                            response = item
+                        elif self._stream_reasoning and item.text:  # never part of the answer
+                            yield ReasoningDelta(text=item.text)
+                    elif item.text:  # per chunk: no list and no call (the hot path of a turn)
+                        if first_text and state.answer:  # another call's text: a new paragraph
+                            state.answer.append(ANSWER_SEPARATOR)
+                            if on_text is None:
+                                yield TextDelta(text=ANSWER_SEPARATOR)
+                            else:
+                                await on_text(ANSWER_SEPARATOR)
+                        first_text = False
+                        state.answer.append(item.text)
                         if on_text is None:
-                            yield TextDelta(text=ANSWER_SEPARATOR)
+                            yield TextDelta(text=item.text)
                         else:
-                            await on_text(ANSWER_SEPARATOR)
-                    first_text = False
-                    state.answer.append(item.text)
-                    if on_text is None:
-                        yield TextDelta(text=item.text)
-                    else:
-                        await on_text(item.text)
+                            await on_text(item.text)
         except LLMError as exc:
             span.set_status(StatusCode.ERROR, str(exc))
             raise _TurnEnded(self._failed(f"The model call failed: {exc}", state)) from exc
         finally:
             span.end()
         assert response is not None, "an LLMClient must end its stream with an LLMResponse"
-        state.prompt_tokens += response.usage.prompt_tokens
-        state.completion_tokens += response.usage.completion_tokens
+        _count(state, response.usage)
+        add_usage_details(state, response.usage)
         await self._hooks.after_llm_call(turn, response)
         if response.finish_reason == "length":
             raise _TurnEnded(
@@ -325,7 +356,15 @@ class AgentLoop:
 
     @staticmethod
     def _usage(state: LoopState) -> Usage:
-        return Usage(prompt_tokens=state.prompt_tokens, completion_tokens=state.completion_tokens)
+        return Usage(
+            prompt_tokens=state.prompt_tokens,
+            completion_tokens=state.completion_tokens,
+            reasoning_tokens=state.reasoning_tokens,
+            cache_read_tokens=state.cache_read_tokens,
+            cache_write_tokens=state.cache_write_tokens,
+            cost_usd=None if state.unpriced_calls else state.cost_usd,
+            model=state.model,
+        )
 
     def _failed(self, reason: str, state: LoopState, *, rejected: bool = False) -> TurnFailed:
         return TurnFailed(
@@ -335,3 +374,15 @@ class AgentLoop:
             tool_calls=state.tool_calls_made,
             rejected=rejected,
         )
+
+
+def _count(state: LoopState, usage: Usage) -> None:
+    """One call's usage into the turn's: tokens, the answering model, and the cost (known
+    for the turn only while every call's price was)."""
+    state.prompt_tokens += usage.prompt_tokens
+    state.completion_tokens += usage.completion_tokens
+    state.model = usage.model or state.model
+    if usage.cost_usd is None:
+        state.unpriced_calls += 1
+    else:
+        state.cost_usd = (state.cost_usd or 0.0) + usage.cost_usd

@@ -11,7 +11,7 @@ from typing import Any, Literal
 from pydantic import BaseModel, Field
 
 from agent.tools.client import ClientTool
-from stores.models import ChatMessage, ToolCall
+from stores.models import ChatMessage, Thinking, ToolCall
 
 
 class SavedToolResult(BaseModel):
@@ -53,9 +53,19 @@ class LoopState(BaseModel):
     answer: list[str] = Field(default_factory=list)
     prompt_tokens: int = 0
     completion_tokens: int = 0
+    reasoning_tokens: int = 0
+    cache_read_tokens: int = 0
+    cache_write_tokens: int = 0
+    cost_usd: float | None = None
+    """The priced calls' cost; the turn's only while `unpriced_calls` is 0."""
+    unpriced_calls: int = 0
+    model: str | None = None
+    """The model that answered the last call (a fallback's, when it answered)."""
     tool_calls_made: int = 0
     pending_content: str | None = None
     """Text of the assistant message whose tool calls are still being answered."""
+    pending_thinking: Thinking | None = None
+    """The reasoning of that message: it goes back with the tool round (its signatures too)."""
     pending_calls: list[ToolCall] = Field(default_factory=list)
     results: dict[str, SavedToolResult] = Field(default_factory=dict)
     approved: list[str] = Field(default_factory=list)

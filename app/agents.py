@@ -94,6 +94,12 @@ class Agents:
     async def reply_directly(self, owner: str, message: Message) -> str | None:
         return await self._owners(owner).hook_chain.reply_directly(owner, message)
 
+    def label_of(self, owner: str) -> str:
+        """The name of the agent that runs `owner`'s tasks, for metrics: its name in the
+        agents file, else AGENT_NAME."""
+        hosted = self._owners(owner)
+        return hosted.name or hosted.settings.agent_name
+
     def _owners(self, owner: str) -> HostedAgent:
         return self.for_tenant(tenant_of(owner)) or self.first
 
@@ -233,6 +239,7 @@ def _build(
         ask_user_tool=settings.agent_ask_user_tool,
         finish_tool=settings.agent_finish_tool,
         max_messages=settings.agent_history_max_messages,
+        stream_reasoning=settings.agent_reasoning == "stream",
     )
     return HostedAgent(
         name=name,

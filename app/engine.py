@@ -37,6 +37,9 @@ def build_llm(settings: Settings) -> LLMClient:
         api_key=settings.llm_api_key.get_secret_value() if settings.llm_api_key else None,
         timeout_s=settings.llm_timeout_s,
         num_retries=settings.llm_num_retries,
+        prompt_caching=settings.llm_prompt_caching,
+        params=settings.llm_params,
+        fallbacks=settings.llm_fallback_models,
     )
 
 

@@ -190,6 +190,7 @@ def build_services(
     metrics = Metrics(
         tools=[*agents.tool_names(), ASK_USER, FINISH],
         meter=meter_provider.get_meter("a2a-agent-server") if meter_provider else None,
+        agent_of=agents.label_of,
     )
     # With AGENTS_FILE the agents are the tenants, and a request naming none is the first's.
     tenants = (

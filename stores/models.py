@@ -311,11 +311,29 @@ class ToolCall(BaseModel):
     arguments: str  # JSON text, as the model produced it
 
 
+class Thinking(BaseModel):
+    """The model's reasoning in one assistant response, kept with the message it produced.
+
+    `blocks` are the provider's own (Anthropic `thinking` with its `signature`, and
+    `redacted_thinking`), exactly as LiteLLM gave them: they go back unchanged, or the provider
+    refuses the next request of a tool round. `text` is the reasoning as readable text (what a
+    client may be shown); it is never part of the answer.
+    """
+
+    text: str = ""
+    blocks: list[dict[str, Any]] = Field(default_factory=list)
+
+
 class ChatMessage(BaseModel):
-    """One message of a conversation in the model's terms (user, assistant, tool)."""
+    """One message of a conversation in the model's terms (user, assistant, tool).
+
+    A message stored before `thinking` existed loads with none; a reader that predates it
+    ignores the field (pydantic's default), so it reads the message without its reasoning.
+    """
 
     role: Literal["user", "assistant", "tool"]
     content: str | None = None
     tool_calls: list[ToolCall] | None = None
     tool_call_id: str | None = None
     name: str | None = None
+    thinking: Thinking | None = None

@@ -3,13 +3,14 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
 from agent.errors import AgentError
 from agent.events import Usage
-from stores.models import ToolCall
+from stores.models import Thinking, ToolCall
 
 if TYPE_CHECKING:
     from agent.context import TurnContext
@@ -44,6 +45,13 @@ class LLMText:
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
+class LLMReasoning:
+    """A streamed chunk of the model's reasoning (thinking) text: never part of the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True, kw_only=True, slots=True)
 class LLMResponse:
     """The complete response, yielded last."""
 
@@ -51,6 +59,8 @@ class LLMResponse:
     tool_calls: list[ToolCall]
     finish_reason: str | None
     usage: Usage
+    thinking: Thinking | None = None
+    """The response's reasoning (text and the provider's blocks), when the model produced any."""
 
 
 class LLMClient(ABC):
@@ -60,7 +70,12 @@ class LLMClient(ABC):
     """
 
     @abstractmethod
-    def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]: ...
+    def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+        """The response, streamed. A stream its caller leaves before the end (its turn stopped)
+        is closed at once if it has an `aclose` (an async generator does): the place to end the
+        call (cut its connection: the provider stops generating)."""
 
     async def warm_up(self) -> None:
         """Load what the first call would (off the request path); ready when it returns."""
@@ -73,3 +88,15 @@ class LLMClient(ABC):
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         """Tokens the messages take in this model's count (used only with a known window)."""
         return sum(len(str(message.get("content") or "")) // 4 + 4 for message in messages)
+
+
+@asynccontextmanager
+async def closing_stream(stream: AsyncIterator[Any]) -> AsyncGenerator[None, None]:
+    """`async with closing_stream(stream):` closes the model's stream when the block is left,
+    however it is left, if the stream can be closed (`contextlib.aclosing` for any iterator)."""
+    try:
+        yield
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -24,6 +24,14 @@ def text_message(task: Task, text: str) -> Message:
     return agent_message(task, [Part(text=text)])
 
 
+def json_or_text(arguments: str) -> object:
+    """A call's arguments as JSON when they parse (what the model wrote, else)."""
+    try:
+        return json.loads(arguments) if arguments.strip() else {}
+    except ValueError:
+        return arguments
+
+
 def question_message(task: Task, awaiting: Awaiting) -> Message:
     """The status message of an input-required task: what the client must answer."""
     if awaiting.kind in ("ask_user", "tool_input"):

@@ -34,9 +34,18 @@ class TurnObserver:
         """A turn stopped running on this process (finished, suspended, handed over)."""
 
     def on_model_call(
-        self, *, duration_s: float, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0
+        self,
+        *,
+        duration_s: float,
+        ok: bool,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        model: str | None = None,
+        cost_usd: float | None = None,
+        owner: str | None = None,
     ) -> None:
-        """One model call finished (`ok`) or failed."""
+        """One model call finished (`ok`) or failed; `model` answered it (a fallback, maybe),
+        at `cost_usd` (None: no known price), for a task of `owner`."""
 
     def on_tool_call(self, name: str, *, ok: bool) -> None:
         """One tool call finished; `ok` False for a tool error (or an unknown tool)."""

@@ -136,10 +136,14 @@ class TurnExecutor:
                 if gate is not None and gate.overrun():
                     await self._admit(gate)
 
-            async for event in agent.run(context, state, on_text=on_text):
-                await self._publisher.on_event(turn, event)
-                if gate is not None and gate.overrun():
-                    await self._admit(gate)
+            # However the turn ends here (canceled, its lease lost, its job stopped), the engine
+            # is closed before the turn is over: its model call and tool calls are cut then, not
+            # left to the garbage collector (a stale turn's model streamed on for nobody).
+            async with contextlib.aclosing(agent.run(context, state, on_text=on_text)) as events:
+                async for event in events:
+                    await self._publisher.on_event(turn, event)
+                    if gate is not None and gate.overrun():
+                        await self._admit(gate)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder

@@ -1,5 +1,6 @@
-"""How a stream of A2A events looks in a terminal: the answer on stdout as it arrives, progress
-and questions on stderr (or, with `--json`, each event as the wire carried it)."""
+"""How a stream of A2A events looks in a terminal: the answer on stdout as it arrives, progress,
+questions and the model's reasoning (dimmed) on stderr (or, with `--json`, each event as the wire
+carried it)."""
 
 from __future__ import annotations
 
@@ -9,6 +10,8 @@ from dataclasses import dataclass, field
 from typing import Any, TextIO
 
 from app.client.a2a_client import Event, parts_of, state_of, status_text, text_of
+
+DIM, NORMAL = "\x1b[2m", "\x1b[0m"
 
 
 @dataclass
@@ -29,6 +32,8 @@ class Printer:
     def __init__(self, *, raw: bool, out: TextIO = sys.stdout, err: TextIO = sys.stderr) -> None:
         self.raw, self.out, self.err = raw, out, err
         self._mid_line = False
+        self._thinking = False  # reasoning text is being written to stderr, mid-line
+        self._dim = err.isatty()  # escape codes only where a terminal reads them
 
     def event(self, event: Event, turn: Turn) -> None:
         if self.raw:
@@ -45,6 +50,9 @@ class Printer:
         elif event.kind == "message":
             self.text(text_of(payload))
         elif event.kind == "status" and state_of(payload) == "TASK_STATE_WORKING":
+            if thought := thought_text(payload):
+                self.thought(thought)
+                return
             said = status_text(payload)
             if said:
                 self.note(f"· {said}")
@@ -53,19 +61,45 @@ class Printer:
                 turn.artifacts_seen.add(str(artifact.get("artifactId", "")))
                 self.text(text_of(artifact))
 
+    def thought(self, text: str) -> None:
+        """Reasoning as it streams: one dimmed run on stderr, apart from the answer's lines."""
+        if not self._thinking:
+            self.end_line()
+            self._thinking = True
+        self.err.write(f"{DIM}{text}{NORMAL}" if self._dim else text)
+        self.err.flush()
+
+    def end_thought(self) -> None:
+        if self._thinking:
+            self._thinking = False
+            self.err.write("\n")
+            self.err.flush()
+
     def text(self, text: str) -> None:
         if text:
+            self.end_thought()
             self.out.write(text)
             self.out.flush()
             self._mid_line = not text.endswith("\n")
 
     def end_line(self) -> None:
+        self.end_thought()
         if self._mid_line:
             self.text("\n")
 
     def note(self, line: str) -> None:
         self.end_line()
         print(line, file=self.err, flush=True)
+
+
+def thought_text(payload: dict[str, Any]) -> str:
+    """The reasoning text of a status update: its text parts marked `metadata.thought`."""
+    parts = ((payload.get("status") or {}).get("message") or {}).get("parts") or []
+    return "".join(
+        str(part.get("text", ""))
+        for part in parts
+        if isinstance(part, dict) and (part.get("metadata") or {}).get("thought") is True
+    )
 
 
 def describe_parts(parts: list[dict[str, Any]]) -> str:

@@ -1,5 +1,6 @@
 // One agent turn on the page: the answer (sanitized Markdown, streamed by artifact), the tool
-// calls as rows (from `metadata.toolCall` of working status updates), usage, and the end state;
+// calls as rows (from `metadata.toolCall` of working status updates), the model's reasoning
+// folded (text parts of working updates marked `metadata.thought`), usage, and the end state;
 // a question (input required) is handed to `TurnView.onQuestion`, which the page sets.
 
 import { renderMarkdown } from "./markdown.js";
@@ -86,10 +87,28 @@ export class TurnView {
   }
 
   onStatus(update) {
+    const thought = (update.status?.message?.parts || []).filter((part) => part.metadata?.thought === true);
+    if (thought.length) this.onThought(textOf(thought));
     const call = update.metadata?.toolCall;
     if (call) this.onToolCall(call);
     if (update.metadata?.usage) this.onUsage(update.metadata.usage);
     this.onState(update.status);
+  }
+
+  onThought(text) {
+    // Folded, in the order it came among the tool calls: the latest run of thoughts grows.
+    let folded = this.tools.lastElementChild;
+    if (!folded?.classList.contains("thinking")) {
+      folded = document.createElement("details");
+      folded.className = "thinking";
+      const summary = document.createElement("summary");
+      summary.textContent = "Thinking";
+      const body = document.createElement("div");
+      body.className = "thought";
+      folded.append(summary, body);
+      this.tools.append(folded);
+    }
+    folded.querySelector(".thought").append(document.createTextNode(text));
   }
 
   onToolCall(call) {
@@ -120,7 +139,11 @@ export class TurnView {
     line.className = "usage";
     line.textContent =
       `tokens: ${usage.promptTokens ?? 0} in, ${usage.completionTokens ?? 0} out · ` +
-      `model calls: ${usage.llmCalls ?? "?"} · tool calls: ${usage.toolCalls ?? 0}`;
+      `model calls: ${usage.llmCalls ?? "?"} · tool calls: ${usage.toolCalls ?? 0}` +
+      (usage.reasoningTokens ? ` · reasoning: ${usage.reasoningTokens}` : "") +
+      (usage.cacheReadTokens || usage.cacheWriteTokens
+        ? ` · cache: ${usage.cacheReadTokens ?? 0} read, ${usage.cacheWriteTokens ?? 0} written`
+        : "");
     this.footer.append(line);
   }
 

@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import logging
 import time
-from collections.abc import Iterable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 from datetime import datetime
@@ -89,7 +89,13 @@ class _Family:
 class Metrics(TurnObserver):
     """The app's metric families, in its own registry (and the OTLP meter's, when given)."""
 
-    def __init__(self, *, tools: Iterable[str] = (), meter: Any = None) -> None:
+    def __init__(
+        self,
+        *,
+        tools: Iterable[str] = (),
+        meter: Any = None,
+        agent_of: Callable[[str], str] | None = None,
+    ) -> None:
         self.registry = CollectorRegistry(auto_describe=True)
         # The process's own (memory, CPU, file descriptors) and its garbage collector's passes
         # and objects by generation: what an operator reads first when latency or memory drifts.
@@ -97,6 +103,8 @@ class Metrics(TurnObserver):
         GCCollector(registry=self.registry)
         self._meter = meter
         self._tools = frozenset(tools)
+        # The agent a task's owner belongs to (its name: bounded by the agents served).
+        self._agent_of = agent_of or (lambda _owner: "")
         self.requests = self._family(
             Counter,
             "a2a_requests",
@@ -125,6 +133,20 @@ class Metrics(TurnObserver):
         )
         self.model_tokens = self._family(
             Counter, "a2a_model_tokens", "Model tokens, by type (prompt, completion).", ["type"]
+        )
+        self.model_calls = self._family(
+            Counter,
+            "a2a_model_calls",
+            "Model calls answered, by the model that answered (a fallback's, when it did) and"
+            " agent.",
+            ["model", "agent"],
+        )
+        self.model_cost = self._family(
+            Counter,
+            "a2a_model_cost_usd",
+            "What the model calls cost in US dollars by LiteLLM's price map, by model and agent"
+            " (calls of a model with no known price add nothing).",
+            ["model", "agent"],
         )
         self.tool_calls = self._family(Counter, "a2a_tool_calls", "Tool calls, by tool.", ["tool"])
         self.tool_errors = self._family(
@@ -182,13 +204,27 @@ class Metrics(TurnObserver):
         self.turn_duration.observe(report.duration_s, report.state)
 
     def on_model_call(
-        self, *, duration_s: float, ok: bool, prompt_tokens: int = 0, completion_tokens: int = 0
+        self,
+        *,
+        duration_s: float,
+        ok: bool,
+        prompt_tokens: int = 0,
+        completion_tokens: int = 0,
+        model: str | None = None,
+        cost_usd: float | None = None,
+        owner: str | None = None,
     ) -> None:
         self.model_latency.observe(duration_s, "ok" if ok else "error")
         if prompt_tokens:
             self.model_tokens.add(prompt_tokens, "prompt")
         if completion_tokens:
             self.model_tokens.add(completion_tokens, "completion")
+        if ok:
+            # Model names are the configured ones (LLM_MODEL, LLM_FALLBACK_MODELS): bounded.
+            labels = (model or "unknown", self._agent_of(owner) if owner is not None else "")
+            self.model_calls.add(1, *labels)
+            if cost_usd is not None:
+                self.model_cost.add(cost_usd, *labels)
 
     def on_tool_call(self, name: str, *, ok: bool) -> None:
         tool = name if name in self._tools else "unknown"

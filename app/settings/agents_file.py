@@ -66,6 +66,19 @@ SKILL_SCHEMA: dict[str, Any] = {
 _STRUCTURED = {
     "mcp_servers": {"type": "object", "description": "The `mcpServers` object, in YAML."},
     "remote_agents": {"type": "array", "items": {"type": ["string", "object"]}},
+    "fallback_models": {
+        "type": "array",
+        "items": {
+            "type": "object",
+            "properties": {
+                "model": {"type": "string", "minLength": 1},
+                "api_base": {"type": "string"},
+                "api_key": {"type": "string"},
+            },
+            "required": ["model"],
+            "additionalProperties": False,
+        },
+    },
 }
 
 

@@ -9,9 +9,7 @@ from pydantic_settings import BaseSettings
 
 from agent.errors import HookFailureMode, ToolFailureMode
 from agent.tools.toolbox import TOOL_CONCURRENCY, TOOL_TIMEOUT_S
-from app.settings.fields import (
-    CommaList,
-)
+from app.settings.fields import CommaList, FallbackModels, ModelParams
 
 
 class EngineSettings(BaseSettings):
@@ -80,6 +78,12 @@ class EngineSettings(BaseSettings):
     agent_history_max_messages: int = Field(
         50, ge=2, description="Most conversation messages sent to the model per call."
     )
+    agent_reasoning: Literal["hide", "stream"] = Field(
+        "hide",
+        description="The model's reasoning (thinking): `hide` keeps it from clients; `stream`"
+        " sends it as it comes, in WORKING status updates whose text parts have metadata"
+        ' `{"thought": true}` (never in the answer).',
+    )
     # --- the model
     llm_model: str | None = Field(
         None,
@@ -100,7 +104,34 @@ class EngineSettings(BaseSettings):
     )
     llm_api_base: str | None = Field(None, description="Base URL of the model's API.")
     llm_api_key: SecretStr | None = Field(None, description="API key for the model provider.")
-    llm_timeout_s: float = Field(120.0, gt=0, description="Timeout of one model call.")
+    llm_timeout_s: float = Field(
+        120.0,
+        gt=0,
+        description="Timeout of one model call, and the time its retries must start within,"
+        " counted from its first attempt (a `retry-after` asking for longer fails the call at"
+        " once); each fallback model has its own.",
+    )
     llm_num_retries: int = Field(
-        2, ge=0, description="Retries of a transient model error (rate limit, 5xx, timeout)."
+        2,
+        ge=0,
+        description="Retries of a transient model error (429, 5xx, 529, timeout): after the"
+        " provider's `retry-after` when it gives one, else a jittered exponential backoff.",
+    )
+    llm_params: ModelParams = Field(
+        default_factory=dict,
+        description="Model parameters sent with every call, a JSON object as LiteLLM takes them"
+        ' (`{"temperature": 0.2, "max_tokens": 4096}`, `top_p`, `reasoning_effort`, `thinking`,'
+        " `extra_headers`, ...); the keys the server sets itself (`model`, `messages`, `tools`,"
+        " `stream`, `api_base`, `api_key`, `timeout`, `num_retries`) are refused.",
+    )
+    llm_fallback_models: FallbackModels = Field(
+        default_factory=list,
+        description="Models tried in order when a call fails after its retries: a JSON list of"
+        ' `{"model", "api_base", "api_key"}` (`api_key` as `${VAR}`, read from the'
+        " environment); only while no answer text has reached the client.",
+    )
+    llm_prompt_caching: bool = Field(
+        True,
+        description="Mark the system prompt and the tool list as cache breakpoints for providers"
+        " that take them (Anthropic; within its 4); others cache on their own.",
     )

@@ -7,6 +7,8 @@ description) and each check is written once, as the type of the fields it applie
 from __future__ import annotations
 
 import json
+import os
+import re
 from pathlib import Path
 from typing import Annotated, Any
 
@@ -14,6 +16,8 @@ from pydantic import AfterValidator, BeforeValidator, Field
 from pydantic_settings import NoDecode
 
 from agent.extensions import AgentExtension, extensions_from
+from agent.llm.fallbacks import ModelRoute, fallback_models
+from agent.llm.params import model_params
 from agent.outbound import OutboundPolicy
 from stores.rate_limit import RateLimit
 from stores.tenants import check_tenant_names
@@ -108,6 +112,36 @@ def _tenant_name(value: str | None) -> str | None:
     return value
 
 
+_VARIABLE = re.compile(r"\$\{([A-Za-z_][A-Za-z0-9_]*)\}")
+
+
+def _from_environment(text: str, where: str) -> str:
+    """`${VAR}` replaced by the environment variable VAR (unset: ValueError): a key given by
+    reference, so that the setting itself holds no secret (an agents file does the same)."""
+
+    def variable(match: re.Match[str]) -> str:
+        if (found := os.environ.get(match[1])) is None:
+            raise ValueError(f"{where}: environment variable {match[1]} is not set")
+        return found
+
+    return _VARIABLE.sub(variable, text)
+
+
+def _model_routes(value: object) -> object:
+    if isinstance(value, list) and all(isinstance(item, ModelRoute) for item in value):
+        return value  # from code, or a copy of checked settings
+    return [
+        ModelRoute(
+            model=entry["model"].strip(),
+            api_base=entry.get("api_base") or None,
+            api_key=_from_environment(entry["api_key"], f"LLM_FALLBACK_MODELS[{index}].api_key")
+            if entry.get("api_key")
+            else None,
+        )
+        for index, entry in enumerate(fallback_models(value))
+    ]
+
+
 CommaList = Annotated[list[str], NoDecode, BeforeValidator(split_commas)]
 """A comma-separated list in the environment (not JSON)."""
 OutboundAllowList = Annotated[CommaList, AfterValidator(_outbound_allow)]
@@ -117,6 +151,10 @@ ExtendedCard = Annotated[str | None, AfterValidator(_extended_card)]
 RateLimitSpec = Annotated[str | None, AfterValidator(_rate_limit)]
 ExtensionList = Annotated[list[AgentExtension], NoDecode, BeforeValidator(declared_extensions)]
 """A2A_EXTENSIONS: declarations read (inline or from a file) and checked at start-up."""
+ModelParams = Annotated[dict[str, Any], NoDecode, BeforeValidator(model_params)]
+"""LLM_PARAMS: a JSON object (a YAML object in an agents file), checked for the adapter's keys."""
+FallbackModels = Annotated[list[ModelRoute], NoDecode, BeforeValidator(_model_routes)]
+"""LLM_FALLBACK_MODELS: a JSON list of `{model, api_base, api_key}`, each checked."""
 TenantName = Annotated[str | None, AfterValidator(_tenant_name)]
 TenantNames = Annotated[CommaList, AfterValidator(_tenant_names)]
 

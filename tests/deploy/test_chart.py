@@ -428,6 +428,8 @@ def test_a_change_of_agents_rolls_the_pods() -> None:
         [{"name": "a", "System_Prompt": "x"}],  # keys are lower-case setting names
         [{"name": "a", "max_iteration": 3}],  # a misspelt key is refused, not ignored
         [{"name": "a", "max_iterations": "many"}],  # each key has its setting's type
+        [{"name": "a", "fallback_models": [{"model": "m", "api_key": "sk-inline"}]}],  # by ref
+        [{"name": "a", "params": ["temperature", 0]}],  # model parameters are an object
         [{"name": "a", "skills": [{"id": "s"}]}],  # a skill needs a name and a description
         {"name": "a"},  # a list, as in the file
     ],
@@ -451,6 +453,11 @@ def test_the_chart_checks_agents_with_the_agents_files_schema() -> None:
         "description": "A reference to an environment variable set from secretEnv or"
         " existingSecret (`${OPENAI_API_KEY}`), never the key: the agents file is a ConfigMap.",
     }
+    # A fallback model's key likewise; and only in YAML's list form, where the rule can see it.
+    fallbacks = expected["properties"]["fallback_models"]
+    listed = copy.deepcopy(fallbacks["anyOf"][0])
+    listed["items"]["properties"]["api_key"] = expected["properties"]["api_key"]
+    expected["properties"]["fallback_models"] = {"description": fallbacks["description"], **listed}
     if os.environ.get("UPDATE_DOCS"):
         values_schema["properties"]["agents"]["items"] = expected
         schema_path.write_text(json.dumps(values_schema, indent=2) + "\n")

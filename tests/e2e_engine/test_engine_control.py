@@ -136,6 +136,17 @@ def test_transient_provider_error_is_retried(rpc, fake_llm, marker):
     assert len(records) == 2, f"expected the 500 then one retry, got {len(records)} requests"
 
 
+def test_a_model_without_a_known_price_has_usage_but_no_cost(rpc, fake_llm, marker):
+    """`openai/fake-model` is in no price map: tokens and the model, never a made-up 0."""
+    fake_llm.script(text("unpriced answer", when_user_contains=marker))
+    task = validated_task(rpc.send(f"what does it cost {marker}"))
+    assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
+    usage = task["metadata"]["usage"]
+    assert usage["model"] == "openai/fake-model"
+    assert (usage["promptTokens"], usage["completionTokens"]) == (10, 2)
+    assert "costUsd" not in usage
+
+
 def test_answer_text_around_a_question_is_one_artifact(rpc, fake_llm, marker):
     fake_llm.script(
         tool_calls(

@@ -20,8 +20,15 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from agent.events import Usage
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
-from stores.models import ToolCall
+from agent.llm.base import (
+    LLMClient,
+    LLMError,
+    LLMReasoning,
+    LLMRequest,
+    LLMResponse,
+    LLMText,
+)
+from stores.models import Thinking, ToolCall
 
 
 @dataclass(kw_only=True)
@@ -42,6 +49,10 @@ class Step:
     delay_s: float = 0.0
     """Slept before anything is yielded (after `wait_for`)."""
     label: str = ""
+    thinking: Thinking | None = None
+    """The response's reasoning; its text is streamed first (`LLMReasoning`), in `reasoning`
+    chunks if given, else whole."""
+    reasoning: Sequence[str] = ()
 
     # Filled in while the step runs.
     entered: asyncio.Event = field(default_factory=asyncio.Event)
@@ -135,7 +146,9 @@ class ScriptedLLM(LLMClient):
         """The messages of the `index`-th recorded request."""
         return self.requests[index].messages
 
-    async def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMResponse]:
+    async def stream(
+        self, request: LLMRequest
+    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
         recorded = LLMRequest(
             messages=copy.deepcopy(request.messages), tools=copy.deepcopy(request.tools)
         )
@@ -154,6 +167,9 @@ class ScriptedLLM(LLMClient):
                 await step.wait_for.wait()
             if step.delay_s:
                 await asyncio.sleep(step.delay_s)
+            if step.thinking is not None:
+                for piece in step.reasoning or [step.thinking.text]:
+                    yield LLMReasoning(text=piece)
             for chunk in step.chunks:
                 yield LLMText(text=chunk)
             if step.error is not None:
@@ -163,6 +179,7 @@ class ScriptedLLM(LLMClient):
                 tool_calls=list(step.tool_calls),
                 finish_reason=step.finish_reason,
                 usage=step.usage,
+                thinking=step.thinking,
             )
             step.finished = True
         except (asyncio.CancelledError, GeneratorExit):

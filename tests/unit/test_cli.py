@@ -57,3 +57,43 @@ def test_a_bad_a2a_extensions_stops_the_server_with_one_line(value: str, says: s
     [line] = result.stderr.splitlines()
     assert line.startswith("a2a-server: invalid configuration: a2a_extensions: "), line
     assert says in line
+
+
+@pytest.mark.parametrize(
+    ("env", "line"),
+    [
+        (
+            {"LLM_PARAMS": '["temperature", 0.2]'},
+            "a2a-server: invalid configuration: llm_params: LLM_PARAMS must be a JSON object"
+            " of model parameters",
+        ),
+        (
+            {"LLM_PARAMS": '{"model": "openai/gpt-4o"}'},
+            "a2a-server: invalid configuration: llm_params: LLM_PARAMS: 'model' is set by the"
+            " server (LLM_MODEL), not here",
+        ),
+        (
+            {"LLM_FALLBACK_MODELS": '[{"model": "a"}, {"api_key": "k", "bogus": 1}]'},
+            "a2a-server: invalid configuration: llm_fallback_models: LLM_FALLBACK_MODELS[1] has"
+            " an unknown key 'bogus' (model, api_base, api_key)",
+        ),
+        (
+            {"LLM_FALLBACK_MODELS": '{"model": "a"}'},
+            "a2a-server: invalid configuration: llm_fallback_models: LLM_FALLBACK_MODELS must be"
+            ' a JSON list of {"model", "api_base", "api_key"}',
+        ),
+    ],
+)
+def test_bad_model_params_or_fallbacks_stop_the_server_with_one_line(
+    env: dict[str, str], line: str
+) -> None:
+    result = subprocess.run(
+        [sys.executable, "-m", "app", "--port", "0"],
+        cwd=ROOT,
+        env={**os.environ, **env},
+        capture_output=True,
+        text=True,
+        timeout=60,
+    )
+    assert result.returncode == 2, result.stderr
+    assert result.stderr.splitlines() == [line]

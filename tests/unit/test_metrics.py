@@ -151,3 +151,42 @@ async def test_takeovers_and_store_errors_are_counted(
     assert value(body, "a2a_takeovers_total", outcome="restarted") == 1
     assert value(body, "a2a_takeovers_total", outcome="failed") == 1
     assert value(body, "a2a_store_errors_total", operation="checkpoint save") == 1
+
+
+async def test_cost_and_the_answering_model_by_agent(tmp_path: Any, llm: ScriptedLLM) -> None:
+    """Each call's cost counted under the model that answered it and the agent of the task; the
+    task's usage sums the turn's calls, and has no cost once one call had no price."""
+    path = tmp_path / "agents.yaml"
+    path.write_text("agents:\n  - name: first\n  - name: second\n")
+    app = create_app(Settings(redis_url=None, agents_file=str(path)), llm=llm, tools=[lookup])
+    priced = Usage(prompt_tokens=5, completion_tokens=1, cost_usd=0.125, model="primary")
+    fallback = Usage(prompt_tokens=9, completion_tokens=2, cost_usd=0.25, model="fallback")
+    unpriced = Usage(prompt_tokens=3, completion_tokens=1, model="local")
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        llm.script(tools(call("c1", "lookup", {"city": "Oslo"}), usage=priced))
+        llm.script(text("sunny", usage=fallback))
+        reply = await client.post("/second/", json=rpc("SendMessage", {"message": message("a")}))
+        usage = reply.json()["result"]["task"]["metadata"]["usage"]
+        assert usage["model"] == "fallback"
+        assert usage["costUsd"] == pytest.approx(0.375)
+        assert (usage["promptTokens"], usage["completionTokens"]) == (14, 3)
+
+        llm.script(tools(call("c2", "lookup", {"city": "Rome"}), usage=priced))
+        llm.script(text("warm", usage=unpriced))
+        reply = await client.post("/", json=rpc("SendMessage", {"message": message("b")}))
+        usage = reply.json()["result"]["task"]["metadata"]["usage"]
+        assert usage["model"] == "local"
+        assert "costUsd" not in usage, "one call without a price: no cost for the turn"
+        body = await scrape(client)
+    assert value(body, "a2a_model_calls_total", model="primary", agent="second") == 1
+    assert value(body, "a2a_model_calls_total", model="fallback", agent="second") == 1
+    assert value(body, "a2a_model_calls_total", model="primary", agent="first") == 1
+    assert value(body, "a2a_model_calls_total", model="local", agent="first") == 1
+    assert value(body, "a2a_model_cost_usd_total", model="primary", agent="second") == 0.125
+    assert value(body, "a2a_model_cost_usd_total", model="fallback", agent="second") == 0.25
+    assert value(body, "a2a_model_cost_usd_total", model="primary", agent="first") == 0.125
+    assert (
+        "a2a_model_cost_usd_total",
+        frozenset({("model", "local"), ("agent", "first")}),
+    ) not in (samples(body))

@@ -1,0 +1,1 @@
+"""Fakes of the model providers' own APIs, one per wire format (see `server.py`)."""
