@@ -25,8 +25,8 @@ from contextlib import suppress
 
 from agent.runtime.admission import Overloaded
 from agent.runtime.errors import LeaseTaken
-from agent.runtime.runner import TaskRunner, TurnStart
-from agent.runtime.turn import TurnCheckpoint
+from agent.runtime.runner import TaskRunner
+from agent.runtime.turn import TurnCheckpoint, TurnStart
 from stores.base import (
     CheckpointStore,
     LeaseLost,

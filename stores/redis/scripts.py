@@ -2,7 +2,13 @@
 
 Their bodies are part of the deployed contract: a rolling deploy runs old and new replicas on the
 same keys, and a script is run by its SHA, so a body changes only with a new name and a note of
-why (the caller's docstring says what it relies on).
+why (the caller's docstring says what it relies on). A context's conversation and claim have
+theirs in conversation_scripts.py, under the same rules.
+
+The fences (docs/operations.md, "Fencing"): every write of a task's turn checks its lease's holder
+and epoch in the script that writes (the lease shares the task's slot), and so does a task's
+creation, which also refuses a task voided before it existed (`VOID_TASK`). A conversation's
+writes are in another slot: they check the fence its claim carries (conversation_scripts.py).
 """
 
 from __future__ import annotations

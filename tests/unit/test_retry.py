@@ -159,9 +159,7 @@ class FlakyMessageStore(InMemoryMessageStore):
             self.attempts += 1
             if self.attempts <= self.failures:
                 raise StoreUnavailable("redis is restarting")
-        return await super().append(
-            context_id, messages, owner=owner, unit_id=unit_id, fence=fence
-        )
+        return await super().append(context_id, messages, owner=owner, unit_id=unit_id, fence=fence)
 
 
 async def test_a_turn_waits_for_the_store_and_commits_once(sleeps: list[float]) -> None:
