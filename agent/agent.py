@@ -40,12 +40,19 @@ class Agent:
         client_tools: list[ClientTool] | None = None,
     ) -> LoopState:
         """Commit the user message and build the turn's starting state (waiting for the store
-        while it is unavailable, as every write of a turn does)."""
+        while it is unavailable, as every write of a turn does). Every conversation write carries
+        `turn.fence`: LeaseLost (never retried) once the turn's task no longer holds the context
+        under it, and the turn ends there."""
         # Only the window is read: starting a turn costs the same however long the conversation.
         unit_id, limit = f"{turn.task_id}:user", self._history_max_messages - 1
         try:
             history = await self._messages.window_then_append(
-                turn.context_id, [user_message], owner=turn.owner, unit_id=unit_id, limit=limit
+                turn.context_id,
+                [user_message],
+                owner=turn.owner,
+                unit_id=unit_id,
+                limit=limit,
+                fence=turn.fence,
             )
         except StoreUnavailable:
             # The store may have run it before its answer was lost: commit the unit (once, by its
@@ -57,6 +64,7 @@ class Agent:
                     [user_message],
                     owner=turn.owner,
                     unit_id=unit_id,
+                    fence=turn.fence,
                 ),
                 what="conversation append",
             )
@@ -81,6 +89,7 @@ class Agent:
                         event.messages,
                         owner=turn.owner,
                         unit_id=f"{turn.task_id}:{event.unit_id}",
+                        fence=turn.fence,
                     ),
                     what="conversation append",
                 )

@@ -15,7 +15,6 @@ decided.
 from __future__ import annotations
 
 import asyncio
-import contextlib
 import logging
 import time
 from collections.abc import Callable
@@ -145,8 +144,10 @@ class TurnExecutor:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder
                 raise
-            with contextlib.suppress(LeaseLost):
+            try:
                 await self._publisher.set_state(turn, TaskState.CANCELED, CANCELED)
+            except LeaseLost:
+                _lost(turn)
         except LeaseLost:
             # Another process took the turn over: what the turn holds (claim, checkpoint, lease)
             # is the new holder's now, so nothing is recorded or released here.
@@ -155,15 +156,19 @@ class TurnExecutor:
                 task.id,
                 turn.fence.epoch,
             )
-            turn.suspended, turn.holds_lease = True, False
+            _lost(turn)
         except TaskGone:
             logger.warning("task_id=<%s> | the task expired during its turn; turn dropped", task.id)
         except Exception:
             logger.exception("task_id=<%s> | turn crashed", task.id)
-            with contextlib.suppress(TaskGone, LeaseLost):
+            try:
                 await self._publisher.set_state(
                     turn, TaskState.FAILED, "The agent hit an internal error."
                 )
+            except LeaseLost:
+                _lost(turn)
+            except TaskGone:
+                pass
         finally:
             turn.finished = True
             span.set_attribute("a2a.task_state", turn.task.status.state.value)
@@ -175,6 +180,12 @@ class TurnExecutor:
                     await self._publisher.end(turn)
             finally:
                 let_waiters_go(turn)
+
+
+def _lost(turn: Turn) -> None:
+    """The turn's lease was taken over: what it holds (claim, checkpoint, lease) is the new
+    holder's now, so nothing is recorded or released here."""
+    turn.suspended, turn.holds_lease = True, False
 
 
 def let_waiters_go(turn: Turn) -> None:
