@@ -3,7 +3,8 @@ commits what the turn adds as complete units."""
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from functools import partial
 
 from agent.context import TurnContext
@@ -40,12 +41,19 @@ class Agent:
         client_tools: list[ClientTool] | None = None,
     ) -> LoopState:
         """Commit the user message and build the turn's starting state (waiting for the store
-        while it is unavailable, as every write of a turn does)."""
+        while it is unavailable, as every write of a turn does). Every conversation write carries
+        `turn.fence`: LeaseLost (never retried) once the turn's task no longer holds the context
+        under it, and the turn ends there."""
         # Only the window is read: starting a turn costs the same however long the conversation.
         unit_id, limit = f"{turn.task_id}:user", self._history_max_messages - 1
         try:
             history = await self._messages.window_then_append(
-                turn.context_id, [user_message], owner=turn.owner, unit_id=unit_id, limit=limit
+                turn.context_id,
+                [user_message],
+                owner=turn.owner,
+                unit_id=unit_id,
+                limit=limit,
+                fence=turn.fence,
             )
         except StoreUnavailable:
             # The store may have run it before its answer was lost: commit the unit (once, by its
@@ -57,6 +65,7 @@ class Agent:
                     [user_message],
                     owner=turn.owner,
                     unit_id=unit_id,
+                    fence=turn.fence,
                 ),
                 what="conversation append",
             )
@@ -69,19 +78,21 @@ class Agent:
 
     async def run(
         self, turn: TurnContext, state: LoopState, *, on_text: TextSink | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the turn from `state` (new, resumed after input, or recovered from a checkpoint);
         its streamed text to `on_text`, if given (`AgentLoop.run`)."""
-        async for event in self.loop.run(state, turn, on_text=on_text):
-            if isinstance(event, MessagesCommitted):
-                await persistently(
-                    partial(
-                        self._messages.append,
-                        turn.context_id,
-                        event.messages,
-                        owner=turn.owner,
-                        unit_id=f"{turn.task_id}:{event.unit_id}",
-                    ),
-                    what="conversation append",
-                )
-            yield event
+        async with aclosing(self.loop.run(state, turn, on_text=on_text)) as events:
+            async for event in events:
+                if isinstance(event, MessagesCommitted):
+                    await persistently(
+                        partial(
+                            self._messages.append,
+                            turn.context_id,
+                            event.messages,
+                            owner=turn.owner,
+                            unit_id=f"{turn.task_id}:{event.unit_id}",
+                            fence=turn.fence,
+                        ),
+                        what="conversation append",
+                    )
+                yield event

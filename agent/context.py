@@ -6,6 +6,8 @@ from dataclasses import dataclass, field
 
 from opentelemetry.context import Context
 
+from stores.base import ContextFence
+
 
 @dataclass(frozen=True, kw_only=True, slots=True)
 class TurnContext:
@@ -23,3 +25,6 @@ class TurnContext:
     """The URIs of the A2A extensions active for the turn: those the agent declares that the
     request which started (or resumed) it listed in `A2A-Extensions`. A hook or tool that
     implements an extension acts only when its URI is here."""
+    fence: ContextFence | None = field(default=None, compare=False)
+    """What the turn's conversation writes carry, opaque to the engine: the store takes them
+    only while the turn's task holds the context under its lease (None: unfenced)."""

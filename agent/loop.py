@@ -10,7 +10,8 @@ feeds the client's answer back and goes on from the same state.
 from __future__ import annotations
 
 import logging
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 from typing import Any
 
 from opentelemetry.trace import StatusCode
@@ -34,7 +35,7 @@ from agent.events import (
     Usage,
 )
 from agent.hooks import HookChain, HookFailed
-from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText
+from agent.llm.base import LLMClient, LLMError, LLMRequest, LLMResponse, LLMText, closing_stream
 from agent.llm.reasoning import reasoning_fields
 from agent.state import LoopState, SavedToolResult
 from agent.tool_round import ToolRound, ToolRoundFailed
@@ -133,7 +134,7 @@ class AgentLoop:
 
     async def run(
         self, state: LoopState, turn: TurnContext, *, on_text: TextSink | None = None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run (or go on with) the turn described by `state` until it ends or suspends.
 
         With `on_text`, a model call's streamed text is handed to it, in the events' order,
@@ -143,8 +144,10 @@ class AgentLoop:
             if state.iterations == 0 and not state.pending_calls:
                 yield TurnStarted()
                 await self._hooks.on_turn_start(turn)
-            async for event in self._steps(state, turn, on_text):
-                yield event
+            # Each step is closed as soon as this turn is (see `_call_model`).
+            async with aclosing(self._steps(state, turn, on_text)) as steps:
+                async for event in steps:
+                    yield event
             return
         except _TurnEnded as ended:
             outcome = ended.event
@@ -205,12 +208,13 @@ class AgentLoop:
 
     async def _steps(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         while True:
             if state.pending_calls:
                 try:
-                    async for event in self._tool_round.answer(state, turn):
-                        yield event
+                    async with aclosing(self._tool_round.answer(state, turn)) as round_events:
+                        async for event in round_events:
+                            yield event
                 except ToolRoundFailed as exc:
                     failed = self._failed(str(exc), state, rejected=exc.rejected)
                     raise _TurnEnded(failed) from exc
@@ -237,11 +241,12 @@ class AgentLoop:
             yield IterationStarted(iteration=state.iterations)
             yield LLMCallStarted(iteration=state.iterations)
             response: LLMResponse | None = None
-            async for item in self._call_model(state, turn, on_text):
-                if isinstance(item, LLMResponse):
-                    response = item
-                else:
-                    yield item
+            async with aclosing(self._call_model(state, turn, on_text)) as items:
+                async for item in items:
+                    if isinstance(item, LLMResponse):
+                        response = item
+                    else:
+                        yield item
             assert response is not None
             yield LLMCallFinished(
                 iteration=state.iterations,
@@ -263,7 +268,7 @@ class AgentLoop:
 
     async def _call_model(
         self, state: LoopState, turn: TurnContext, on_text: TextSink | None
-    ) -> AsyncIterator[TextDelta | ReasoningDelta | LLMResponse]:
+    ) -> AsyncGenerator[TextDelta | ReasoningDelta | LLMResponse, None]:
         messages = [to_llm_message(message) for message in state.conversation]
         # The system prompt is injected at call time, never stored: changing it applies at once.
         if self._system_prompt:
@@ -283,26 +288,31 @@ class AgentLoop:
         first_text = True  # this call's text starts a new paragraph of the answer
         response: LLMResponse | None = None
         span = start_span("llm.call", turn.trace, iteration=state.iterations)
+        # A turn that stops while the model streams (canceled, its lease lost: `on_text` or the
+        # consumer of this generator raises, or closes it) closes the model's stream at once, not
+        # when the garbage collector gets to it: the call's connection is cut, no token more.
+        stream = self._llm.stream(request)
         try:
-            async for item in self._llm.stream(request):
-                if not isinstance(item, LLMText):
-                    if isinstance(item, LLMResponse):
-                        response = item
-                    elif self._stream_reasoning and item.text:  # never part of the answer
-                        yield ReasoningDelta(text=item.text)
-                elif item.text:  # per chunk: no list and no call (the hot path of a turn)
-                    if first_text and state.answer:  # another call's text: a new paragraph
-                        state.answer.append(ANSWER_SEPARATOR)
+            async with closing_stream(stream):
+                async for item in stream:
+                    if not isinstance(item, LLMText):
+                        if isinstance(item, LLMResponse):
+                            response = item
+                        elif self._stream_reasoning and item.text:  # never part of the answer
+                            yield ReasoningDelta(text=item.text)
+                    elif item.text:  # per chunk: no list and no call (the hot path of a turn)
+                        if first_text and state.answer:  # another call's text: a new paragraph
+                            state.answer.append(ANSWER_SEPARATOR)
+                            if on_text is None:
+                                yield TextDelta(text=ANSWER_SEPARATOR)
+                            else:
+                                await on_text(ANSWER_SEPARATOR)
+                        first_text = False
+                        state.answer.append(item.text)
                         if on_text is None:
-                            yield TextDelta(text=ANSWER_SEPARATOR)
+                            yield TextDelta(text=item.text)
                         else:
-                            await on_text(ANSWER_SEPARATOR)
-                    first_text = False
-                    state.answer.append(item.text)
-                    if on_text is None:
-                        yield TextDelta(text=item.text)
-                    else:
-                        await on_text(item.text)
+                            await on_text(item.text)
         except LLMError as exc:
             span.set_status(StatusCode.ERROR, str(exc))
             raise _TurnEnded(self._failed(f"The model call failed: {exc}", state)) from exc

@@ -25,7 +25,9 @@ async def persistently(
     """Run `operation` until the store takes it, backing off while it is unavailable.
 
     A turn's writes must not be lost to a store outage, and a turn must not fail because of one:
-    it waits for the store to come back. Cancelling the turn interrupts the wait.
+    it waits for the store to come back. Cancelling the turn interrupts the wait. Only
+    StoreUnavailable is retried: a refusal (LeaseLost, a fence that no longer holds) is final, so
+    no retry lands a write its lease no longer covers.
     `on_unavailable(what)` is told of every failed attempt (for metrics).
     """
     delay = first_delay_s

@@ -11,7 +11,8 @@ from __future__ import annotations
 import asyncio
 import json
 import time
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
+from contextlib import aclosing
 
 from opentelemetry.trace import StatusCode
 
@@ -63,7 +64,7 @@ class ToolRound:
         self._fail_on_tool_error = fail_on_tool_error
         self._max_consecutive_tool_errors = max_consecutive_tool_errors
 
-    async def answer(self, state: LoopState, turn: TurnContext) -> AsyncIterator[AgentEvent]:
+    async def answer(self, state: LoopState, turn: TurnContext) -> AsyncGenerator[AgentEvent, None]:
         """Approvals first (a human may be asked), then run what is allowed, concurrently."""
         to_run: list[ToolCall] = []
         client_names = {tool.name for tool in state.client_tools}
@@ -109,8 +110,10 @@ class ToolRound:
             to_run.append(call)
         if state.awaiting is not None and state.awaiting.kind == "approval":
             return
-        async for event in self._run(to_run, state, turn):
-            yield event
+        # Closed with this round (its turn stopped): the calls running are cancelled then (`_run`).
+        async with aclosing(self._run(to_run, state, turn)) as events:
+            async for event in events:
+                yield event
         if state.awaiting is not None:
             return
         # Ours have run; what waits for the user suspends the turn, one question at a time.
@@ -130,7 +133,7 @@ class ToolRound:
 
     async def _run(
         self, calls: list[ToolCall], state: LoopState, turn: TurnContext
-    ) -> AsyncIterator[AgentEvent]:
+    ) -> AsyncGenerator[AgentEvent, None]:
         """Run the calls concurrently, yielding start/finish events and a checkpoint per result."""
         if not calls:
             return

@@ -104,7 +104,7 @@ def wrk(
                 "wrk",
                 "-t1",
                 f"-c{concurrency}",
-                f"-d{seconds}s",
+                f"-d{seconds:g}s",
                 "--timeout",
                 "30s",
                 "-s",

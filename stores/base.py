@@ -20,16 +20,19 @@ from stores.errors import (
     StoreUnavailable,
     TaskGone,
     TaskUnreadable,
+    TaskVoided,
 )
 from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord, TaskState
 from stores.rate_limit import RateLimit, RateLimiter
-from stores.writes import Fence, JournalWrite
+from stores.writes import ContextFence, Fence, JournalWrite
 
 __all__ = [  # the errors and write values live in their own modules; imported from here too
     "ANONYMOUS",
     "DEFAULT_TASK_TTL_S",
     "CheckpointStore",
     "ChunkSink",
+    "ClaimHolder",
+    "ContextFence",
     "Fence",
     "InvalidPageToken",
     "JournalWrite",
@@ -49,6 +52,7 @@ __all__ = [  # the errors and write values live in their own modules; imported f
     "TaskRef",
     "TaskStore",
     "TaskUnreadable",
+    "TaskVoided",
     "WriteRetry",
 ]
 
@@ -75,6 +79,18 @@ class TaskPage:
     total_size: int
 
 
+@dataclass(frozen=True, slots=True)
+class ClaimHolder:
+    """The task that holds a context's claim, as `MessageStore.claim` found it."""
+
+    task_id: str
+    fenced: bool
+    """Its claim carries its lease's fence: it was claimed by a server that fences its task's
+    creation too, so `TaskStore.void` stops that creation. (A claim without one comes from a
+    server of an earlier version, beside this one in a rolling deploy: its creation checks no
+    void, so only its lease says whether it may still come.)"""
+
+
 class TaskStore(ABC):
     """Task snapshots, their per-task event journal, and the indexes that list them.
 
@@ -85,9 +101,19 @@ class TaskStore(ABC):
     """
 
     @abstractmethod
-    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+    async def create(self, task: Task, *, owner: str, fence: Fence | None = None) -> TaskRecord:
         """Store a new task; its journal starts with the task itself at position 1. The record
-        holds `task` itself and the stored form the store keeps of it (`stored`)."""
+        holds `task` itself and the stored form the store keeps of it (`stored`).
+
+        With a `fence` (the creator's lease), checked in the same atomic step as the write: the
+        task is created only if the lease still has that holder and epoch and the task was not
+        voided; else TaskVoided (`void` gave it up) or LeaseLost, and nothing is written."""
+
+    @abstractmethod
+    async def void(self, task_id: str, *, owner: str, by: str) -> bool:
+        """Make sure a task that does not exist never will: True if it did not (a fenced
+        `create` of it is refused from now on, with TaskVoided naming `by`), False if it exists.
+        In one atomic step, so a creation lands before it (False) or is refused after it."""
 
     @abstractmethod
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
@@ -153,12 +179,20 @@ class MessageStore(ABC):
 
     @abstractmethod
     async def append(
-        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        fence: ContextFence | None = None,
     ) -> bool:
         """Append messages as one unit: all of them or none, and at most once per `unit_id`.
 
         Returns False when that unit was already appended (a turn resumed after a crash commits
-        again what it may have committed before): history never holds a message twice.
+        again what it may have committed before): history never holds a message twice. With a
+        `fence`, only while the claim names its task under its fence (see ContextFence), checked
+        in the same atomic step; else LeaseLost and nothing is written.
         """
 
     async def window_then_append(
@@ -169,27 +203,46 @@ class MessageStore(ABC):
         owner: str,
         unit_id: str,
         limit: int,
+        fence: ContextFence | None = None,
     ) -> list[ChatMessage]:
         """`window(limit)` as it is before `append(messages, unit_id)`, then that append: a
         turn's start (its history, then its user message). A store may do both in one step."""
         window = await self.window(context_id, owner=owner, limit=limit)
-        await self.append(context_id, messages, owner=owner, unit_id=unit_id)
+        await self.append(context_id, messages, owner=owner, unit_id=unit_id, fence=fence)
         return window
 
     @abstractmethod
-    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
-        """Make `task_id` the context's running task; return the holder if another task has it."""
+    async def claim(
+        self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
+    ) -> ClaimHolder | None:
+        """Make `task_id` the context's running task, under its lease's `fence`: None if it now
+        holds the claim (it was free, or already this task's: then the claim takes the fence,
+        so that the task's earlier fences write no more), else the task that holds it.
+
+        Raises LeaseLost if the claim is this task's under a later fence (this fence is stale).
+        """
 
     @abstractmethod
     async def replace_claim(
-        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+        self,
+        context_id: str,
+        stale_holder: str,
+        task_id: str,
+        *,
+        owner: str,
+        fence: Fence | None = None,
     ) -> bool:
-        """Make `task_id` the context's running task only if `stale_holder` still holds the
-        claim (compare-and-set): of requests that found the same stale holder, one wins."""
+        """Make `task_id` the context's running task (under `fence`) only if `stale_holder`
+        still holds the claim (compare-and-set): of requests that found the same stale holder,
+        one wins."""
 
     @abstractmethod
-    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
-        """Give up the claim, if `task_id` holds it."""
+    async def release(
+        self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
+    ) -> bool:
+        """Give up the claim, if `task_id` holds it (with a `fence`: under that fence or an
+        earlier one, so a turn whose lease was taken over cannot free its successor's context).
+        Whether it was given up."""
 
 
 class CheckpointStore(ABC):

@@ -41,6 +41,16 @@ class LeaseLost(StoreError):
         super().__init__(f"task {task_id!r}: lease epoch {fence.epoch} is no longer held")
 
 
+class TaskVoided(LeaseLost):
+    """A fenced creation of a task that another request gave up for dead (`TaskStore.void`): it
+    found the task's context claimed by it before it existed. Nothing was written; `by` is the
+    task that voided it (the one that took the context)."""
+
+    def __init__(self, task_id: str, fence: Fence, *, by: str) -> None:
+        StoreError.__init__(self, f"task {task_id!r} was given up before it was created ({by!r})")
+        self.by = by
+
+
 class InvalidPageToken(StoreError):
     """A list page token that this store did not issue."""
 

@@ -23,6 +23,22 @@ class Fence:
 
 
 @dataclass(frozen=True, slots=True)
+class ContextFence:
+    """Who may write a context's conversation: the task holding the context's claim, under its
+    lease's fence.
+
+    The claim records the fence of its task (the latest it was given: epochs only grow), so an
+    append that carries a ContextFence is made only if the claim still names that task under that
+    fence (or an earlier one of the same task, which it replaces), checked in the same atomic step
+    as the append. A turn whose lease was taken over, or whose task ended and gave the context up,
+    gets LeaseLost instead, however late its append lands.
+    """
+
+    task_id: str
+    fence: Fence
+
+
+@dataclass(frozen=True, slots=True)
 class JournalWrite:
     """One `TaskStore.publish`: an event, and what is written with it in the same atomic step.
 

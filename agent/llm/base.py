@@ -3,7 +3,8 @@
 from __future__ import annotations
 
 from abc import ABC, abstractmethod
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator, AsyncIterator
+from contextlib import asynccontextmanager
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
@@ -69,9 +70,10 @@ class LLMClient(ABC):
     """
 
     @abstractmethod
-    def stream(
-        self, request: LLMRequest
-    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]: ...
+    def stream(self, request: LLMRequest) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+        """The response, streamed. A stream its caller leaves before the end (its turn stopped)
+        is closed at once if it has an `aclose` (an async generator does): the place to end the
+        call (cut its connection: the provider stops generating)."""
 
     async def warm_up(self) -> None:
         """Load what the first call would (off the request path); ready when it returns."""
@@ -84,3 +86,15 @@ class LLMClient(ABC):
     def count_tokens(self, messages: list[dict[str, Any]]) -> int:
         """Tokens the messages take in this model's count (used only with a known window)."""
         return sum(len(str(message.get("content") or "")) // 4 + 4 for message in messages)
+
+
+@asynccontextmanager
+async def closing_stream(stream: AsyncIterator[Any]) -> AsyncGenerator[None, None]:
+    """`async with closing_stream(stream):` closes the model's stream when the block is left,
+    however it is left, if the stream can be closed (`contextlib.aclosing` for any iterator)."""
+    try:
+        yield
+    finally:
+        aclose = getattr(stream, "aclose", None)
+        if aclose is not None:
+            await aclose()

@@ -7,13 +7,14 @@ imports it in a worker thread when the server starts.
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import dataclasses
 import functools
 import logging
 import os
 import re
 import threading
-from collections.abc import AsyncIterator
+from collections.abc import AsyncGenerator
 from types import ModuleType
 from typing import Any
 
@@ -178,15 +179,20 @@ class LiteLLMClient(LLMClient):
 
     async def stream(
         self, request: LLMRequest
-    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+    ) -> AsyncGenerator[LLMText | LLMReasoning | LLMResponse, None]:
         # While the warm-up thread still imports, a synchronous import here would stall the loop.
         await self.warm_up()
         litellm = import_litellm()
         last = len(self._routes) - 1
         for index, route in enumerate(self._routes):
             try:
-                async for item in self._with_retries(litellm, route, request):
-                    yield item
+                # Each level is closed as soon as the one above it is (its turn ended): down to
+                # the call's response (`_stream_once`).
+                async with contextlib.aclosing(
+                    self._with_retries(litellm, route, request)
+                ) as items:
+                    async for item in items:
+                        yield item
                 return
             except _RouteFailed as failed:
                 if failed.answered or index == last:
@@ -202,7 +208,7 @@ class LiteLLMClient(LLMClient):
 
     async def _with_retries(
         self, litellm: ModuleType, route: ModelRoute, request: LLMRequest
-    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+    ) -> AsyncGenerator[LLMText | LLMReasoning | LLMResponse, None]:
         """One model's attempts: retried while transient, nothing has reached the client, and
         the schedule (LLM_NUM_RETRIES within LLM_TIMEOUT_S) allows. LiteLLM's own retries are
         off (`num_retries=0`), so each attempt is one request."""
@@ -214,10 +220,11 @@ class LiteLLMClient(LLMClient):
         while True:
             produced = False
             try:
-                async for item in self._stream_once(litellm, request, route):
-                    if isinstance(item, LLMText):
-                        produced = True
-                    yield item
+                async with contextlib.aclosing(self._stream_once(litellm, request, route)) as items:
+                    async for item in items:
+                        if isinstance(item, LLMText):
+                            produced = True
+                        yield item
                 return
             except LLMError:
                 raise
@@ -250,7 +257,7 @@ class LiteLLMClient(LLMClient):
 
     async def _stream_once(
         self, litellm: ModuleType, request: LLMRequest, route: ModelRoute
-    ) -> AsyncIterator[LLMText | LLMReasoning | LLMResponse]:
+    ) -> AsyncGenerator[LLMText | LLMReasoning | LLMResponse, None]:
         provider = provider_of(route.model, route.api_base)
         arguments: dict[str, Any] = {
             **self._params,  # first: the keys below are the adapter's (LLM_PARAMS refuses them)
@@ -270,49 +277,57 @@ class LiteLLMClient(LLMClient):
         if self._prompt_caching and takes_breakpoints(provider, route.model):
             mark_breakpoints(arguments)
         response = await litellm.acompletion(**arguments)
-        content: list[str] = []
-        calls: dict[int, dict[str, str]] = {}
-        finish_reason: str | None = None
-        reported: Any = None
-        thinking: ThinkingCollector | None = None  # made at the first reasoning delta
-        async for chunk in response:
-            reported = getattr(chunk, "usage", None) or reported
-            if not chunk.choices:
-                continue
-            choice = chunk.choices[0]
-            finish_reason = choice.finish_reason or finish_reason
-            delta = choice.delta
-            if delta is None:
-                continue
-            if delta.content:
-                content.append(delta.content)
-                yield LLMText(text=delta.content)
-            reasoning = getattr(delta, "reasoning_content", None)
-            blocks = getattr(delta, "thinking_blocks", None)
-            if reasoning or blocks:
-                thinking = thinking or ThinkingCollector()
-                thinking.add(reasoning, blocks)
-                if reasoning:
-                    yield LLMReasoning(text=reasoning)
-            for call in getattr(delta, "tool_calls", None) or []:
-                slot = calls.setdefault(call.index or 0, {"id": "", "name": "", "arguments": ""})
-                slot["id"] = call.id or slot["id"]
-                if call.function is not None:
-                    slot["name"] += call.function.name or ""
-                    slot["arguments"] += call.function.arguments or ""
-        tool_calls = [
-            ToolCall(
-                id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"]
+        try:
+            content: list[str] = []
+            calls: dict[int, dict[str, str]] = {}
+            finish_reason: str | None = None
+            reported: Any = None
+            thinking: ThinkingCollector | None = None  # made at the first reasoning delta
+            async for chunk in response:
+                reported = getattr(chunk, "usage", None) or reported
+                if not chunk.choices:
+                    continue
+                choice = chunk.choices[0]
+                finish_reason = choice.finish_reason or finish_reason
+                delta = choice.delta
+                if delta is None:
+                    continue
+                if delta.content:
+                    content.append(delta.content)
+                    yield LLMText(text=delta.content)
+                reasoning = getattr(delta, "reasoning_content", None)
+                blocks = getattr(delta, "thinking_blocks", None)
+                if reasoning or blocks:
+                    thinking = thinking or ThinkingCollector()
+                    thinking.add(reasoning, blocks)
+                    if reasoning:
+                        yield LLMReasoning(text=reasoning)
+                for call in getattr(delta, "tool_calls", None) or []:
+                    slot = calls.setdefault(
+                        call.index or 0, {"id": "", "name": "", "arguments": ""}
+                    )
+                    slot["id"] = call.id or slot["id"]
+                    if call.function is not None:
+                        slot["name"] += call.function.name or ""
+                        slot["arguments"] += call.function.arguments or ""
+            tool_calls = [
+                ToolCall(
+                    id=slot["id"] or f"call_{index}", name=slot["name"], arguments=slot["arguments"]
+                )
+                for index, slot in sorted(calls.items())
+            ]
+            yield LLMResponse(
+                content="".join(content),
+                tool_calls=tool_calls,
+                finish_reason=finish_reason,
+                usage=self._usage(litellm, route.model, reported),
+                thinking=thinking.result() if thinking is not None else None,
             )
-            for index, slot in sorted(calls.items())
-        ]
-        yield LLMResponse(
-            content="".join(content),
-            tool_calls=tool_calls,
-            finish_reason=finish_reason,
-            usage=self._usage(litellm, route.model, reported),
-            thinking=thinking.result() if thinking is not None else None,
-        )
+        finally:
+            # A call that ends early (its turn stopped: canceled, its lease lost) closes its
+            # connection now: left to the garbage collector it stayed open, and the provider
+            # streamed (and billed) the rest of the answer for nobody.
+            await response.aclose()
 
     def _usage(self, litellm: ModuleType, model: str, reported: Any) -> Usage:
         """The provider's token counts, the model that answered, and what the call cost by

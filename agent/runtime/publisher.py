@@ -247,24 +247,26 @@ class TurnPublisher:
         position = await self._tasks.publish(task.id, write, owner=owner)
         self.observer.on_state_changed(state.value)
         if state.is_terminal:
-            await self.forget(task, owner=owner, holder=fence.holder if fence else None)
+            await self.forget(task, owner=owner, fence=fence)
         return position
 
-    async def forget(self, task: Task, *, owner: str, holder: str | None) -> None:
-        """Drop what a turn that will never go on holds (its claim, checkpoint and its lease, if
-        `holder` holds it). Tidying: with the store unavailable all is left, found stale later."""
+    async def forget(self, task: Task, *, owner: str, fence: Fence | None) -> None:
+        """Drop what a turn that will never go on holds: its checkpoint, its claim and its lease
+        (with a `fence`, only while they are that fence's: a turn whose lease was taken over
+        frees neither its successor's context nor its lease). Tidying: with the store
+        unavailable all is left, found stale later."""
         try:
             await self._checkpoints.delete(task.id, owner=owner)
-            await self._messages.release(task.context_id, task.id, owner=owner)
-            if holder is not None:
-                await self._leases.release(task.id, owner=owner, holder=holder)
+            await self._messages.release(task.context_id, task.id, owner=owner, fence=fence)
+            if fence is not None:
+                await self._leases.release(task.id, owner=owner, holder=fence.holder)
         except StoreUnavailable as exc:
             logger.warning("task_id=<%s> | tidying left for later: %s", task.id, exc)
 
     async def end(self, turn: Turn) -> None:
         """The turn is over for good: release what it held."""
         turn.holds_lease = False
-        await self.forget(turn.task, owner=turn.owner, holder=turn.fence.holder)
+        await self.forget(turn.task, owner=turn.owner, fence=turn.fence)
 
     def report(self, turn: Turn, duration_s: float) -> None:
         """The turn's outcome line (INFO, no message text) and its metrics."""

@@ -30,15 +30,15 @@ import contextlib
 import itertools
 import logging
 from collections.abc import AsyncIterator
-from dataclasses import dataclass
 from typing import Protocol
 
 from agent.agent import Agent
 from agent.runtime.admission import MAX_RUNNING_TURNS, Slots
+from agent.runtime.claims import ContextClaims
 from agent.runtime.errors import LeaseTaken
 from agent.runtime.observer import TurnObserver
 from agent.runtime.publisher import TurnPublisher
-from agent.runtime.turn import Turn, TurnCheckpoint
+from agent.runtime.turn import Turn, TurnCheckpoint, TurnStart
 from agent.runtime.turn_gate import TURN_SLICE_S, TurnGate
 from agent.runtime.turn_run import CANCELED, AgentOf, TurnExecutor, let_waiters_go
 from agent.state import LoopState
@@ -72,16 +72,6 @@ class TaskFollower(Protocol):
     def start(self, task_id: str, *, owner: str) -> None: ...
 
 
-@dataclass(kw_only=True)
-class TurnStart:
-    """A turn about to start here: a reserved slot and the task's lease (see `starting`)."""
-
-    task_id: str
-    owner: str
-    fence: Fence | None = None
-    launched: bool = False
-
-
 class TaskRunner:
     def __init__(
         self,
@@ -104,6 +94,8 @@ class TaskRunner:
         `followed` (its first message came with a push config: no other can exist before);
         `agent`: the one agent, or the lookup of each owner's (AgentOf)."""
         self._leases = leases
+        # One turn at a time per context, under the turn's lease (new tasks, answers, takeovers).
+        self.claims = ContextClaims(tasks=tasks, messages=messages, leases=leases)
         self._observer = observer or TurnObserver()
         self._publisher = TurnPublisher(
             tasks=tasks,
@@ -147,7 +139,7 @@ class TaskRunner:
         Raises Overloaded (no slot free: nothing was written) or LeaseTaken. Inside the block the
         caller writes what the turn needs (fenced with `start.fence`) and launches it with
         `launch_new` or `launch_resumed`; if the block ends without a launch, the slot is given
-        back and the lease released.
+        back and the lease released (or left to lapse: `start.let_lapse`).
         """
         self._slots.take(owner)
         start = TurnStart(task_id=task_id, owner=owner)
@@ -159,7 +151,7 @@ class TaskRunner:
         finally:
             if not start.launched:
                 self._slots.give_back(owner)
-                if start.fence is not None:
+                if start.fence is not None and not start.let_lapse:
                     with contextlib.suppress(StoreUnavailable):
                         await self.release_lease(task_id, owner=owner, fence=start.fence)
 

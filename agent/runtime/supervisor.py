@@ -25,8 +25,8 @@ from contextlib import suppress
 
 from agent.runtime.admission import Overloaded
 from agent.runtime.errors import LeaseTaken
-from agent.runtime.runner import TaskRunner, TurnStart
-from agent.runtime.turn import TurnCheckpoint, TurnRequested
+from agent.runtime.runner import TaskRunner
+from agent.runtime.turn import TurnCheckpoint, TurnRequested, TurnStart
 from stores.base import (
     CheckpointStore,
     LeaseLost,
@@ -47,6 +47,10 @@ taken for a dead one (and if it is, fencing stops it: the turn goes on elsewhere
 
 UNRECOVERABLE = (
     "The server running this task stopped before the turn could be saved, so it cannot go on;"
+    " please send the message again."
+)
+CONTEXT_WENT_ON = (
+    "Another task took this task's conversation while no server ran it, so it cannot go on;"
     " please send the message again."
 )
 
@@ -174,10 +178,26 @@ class TurnSupervisor:
 
     async def _take_over(self, ref: TaskRef, start: TurnStart) -> None:
         runner = self._runner
+        assert start.fence is not None
         record = await self._tasks.get(ref.task_id, owner=ref.owner)
         if record is None or not record.task.status.state.is_active:
             return  # nothing to run: leaving `starting` releases the lease
         task = record.task
+        # The context under the new lease before the turn goes on, or ends: from now on the
+        # previous holder's conversation writes are refused, however late they land.
+        try:
+            holder = await runner.claims.take(
+                task.context_id, task.id, owner=ref.owner, fence=start.fence
+            )
+        except LeaseLost:
+            return  # taken over again meanwhile
+        if holder is not None:  # its claim was lost, and another task is at work there
+            logger.warning("task_id=<%s> | orphaned turn's context went on without it", task.id)
+            with suppress(LeaseLost):
+                await runner.record_state(
+                    task, TaskState.FAILED, owner=ref.owner, text=CONTEXT_WENT_ON, fence=start.fence
+                )
+            return
         saved = await self._checkpoints.load(task.id, owner=ref.owner)
         checkpoint = _readable(saved)
         if checkpoint is not None:

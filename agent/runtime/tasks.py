@@ -33,7 +33,7 @@ from agent.runtime.errors import (
 )
 from agent.runtime.journal import JournalFollower
 from agent.runtime.runner import TaskFollower, TaskRunner
-from agent.runtime.turn import TurnRequested
+from agent.runtime.turn import TurnRequested, TurnStart
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier
 from stores.base import (
@@ -45,7 +45,7 @@ from stores.base import (
     StateConflict,
     StoreUnavailable,
     TaskStore,
-    TaskUnreadable,
+    TaskVoided,
 )
 from stores.codec import dump_task
 from stores.ids import new_id
@@ -53,6 +53,8 @@ from stores.models import Message, PushConfig, Task, TaskRecord, TaskState, Task
 
 _CANCELED = "The task was canceled."
 _SAVED_TURN_GONE = "The task's saved turn is gone, so it cannot go on; start a new task."
+_CREATION_LAPSED = "The task could not be created before its lease lapsed; send the message again."
+_NOT_STARTED = "The task could not be started (the store failed meanwhile); send the message again."
 
 
 @dataclass(frozen=True, kw_only=True, slots=True)
@@ -215,11 +217,18 @@ class TaskLifecycle:
         # A slot here and the task's lease first (Overloaded: nothing written), then the context,
         # then the task: a task never exists without a lease, nor a context claim without one.
         async with self._runner.starting(task_id, owner=owner) as start:
-            holder = await self._claim(context_id, task_id, owner=owner)
+            assert start.fence is not None
+            claims, fence = self._runner.claims, start.fence
+            try:
+                holder = await claims.take(context_id, task_id, owner=owner, fence=fence)
+            except StoreUnavailable:
+                with contextlib.suppress(StoreUnavailable):  # tidying: found stale else
+                    await claims.release(context_id, task_id, owner=owner, fence=fence)
+                raise
             if holder is not None:
                 raise ContextBusy(context_id, holder)
             try:
-                record = await self._create(task, request, start.fence, owner=owner)
+                record = await self._create(task, request, owner=owner, fence=fence)
                 if record.stored is None:  # taken before the turn can change the task
                     record.stored = dump_task(task)
                 await self._register_push(request, task_id, owner=owner)
@@ -236,30 +245,64 @@ class TaskLifecycle:
                     followed=request.push_config is not None and self._pushes is not None,
                 )
             except BaseException:
-                with contextlib.suppress(StoreUnavailable):
-                    await self._messages.release(context_id, task_id, owner=owner)
+                if not start.launched:
+                    await self._abandon(task, start)
                 raise
         return record
 
     async def _create(
-        self, task: Task, request: TaskRequest, fence: Fence | None, *, owner: str
+        self, task: Task, request: TaskRequest, *, owner: str, fence: Fence
     ) -> TaskRecord:
-        """The task, and beside it (written at the same time: no round trip more) what its turn
-        was asked with, when a takeover before the turn's first checkpoint would lose some."""
+        """The new task, created under its lease: refused (nothing written) once another request
+        voided it, finding the context claimed by it before it existed, or once its lease lapsed
+        and was taken (this request was held longer than the lease). Beside it (written at the
+        same time: no round trip more), what its turn was asked with, when a takeover before the
+        turn's first checkpoint would lose some."""
         requested = TurnRequested(
             not_begun=True,
             trace_carrier=request.trace_carrier,
             extensions=sorted(request.extensions),
             client_tools=request.client_tools,
         )
-        if not requested.needed:
-            return await self._tasks.create(task, owner=owner)
-        saved = requested.model_dump_json()
-        record, _ = await asyncio.gather(
-            self._tasks.create(task, owner=owner),
-            self._checkpoints.save(task.id, saved, owner=owner, fence=fence),
-        )
-        return record
+        try:
+            if not requested.needed:
+                return await self._tasks.create(task, owner=owner, fence=fence)
+            record, _ = await asyncio.gather(
+                self._tasks.create(task, owner=owner, fence=fence),
+                self._checkpoints.save(
+                    task.id, requested.model_dump_json(), owner=owner, fence=fence
+                ),
+            )
+            return record
+        except TaskVoided as exc:
+            raise ContextBusy(task.context_id, exc.by) from exc
+        except LeaseLost as exc:
+            raise StoreUnavailable(_CREATION_LAPSED) from exc
+
+    async def _abandon(self, task: Task, start: TurnStart) -> None:
+        """A new task that will not run after all (its creation failed, or what followed it):
+        make sure it never appears later, or, created, that it ends; then give its context up.
+
+        Its creation may still land (held by a cut) or may have landed unanswered: voided, it is
+        refused whenever it lands; found created, it is failed under its lease, never left a
+        task that no replica runs. With the store gone, its lease is left to lapse: the sweep
+        then finds the task if its creation lands, and another request voids it if it does not.
+        """
+        owner, fence = start.owner, start.fence
+        assert fence is not None
+        try:
+            if await self._tasks.void(task.id, owner=owner, by=task.id):
+                await self._runner.claims.release(
+                    task.context_id, task.id, owner=owner, fence=fence
+                )
+            else:
+                await self._runner.record_state(
+                    task, TaskState.FAILED, owner=owner, text=_NOT_STARTED, fence=fence
+                )
+        except StoreUnavailable:
+            start.let_lapse = True
+        except (LeaseLost, StateConflict):
+            pass  # another request, or the sweep, has it: nothing of ours to tidy
 
     async def _register_push(self, request: TaskRequest, task_id: str, *, owner: str) -> None:
         """The webhook given with the message, stored before the turn starts: its first event
@@ -268,32 +311,6 @@ class TaskLifecycle:
             return
         config = request.push_config.model_copy(update={"task_id": task_id})
         await self._pushes.put(config, owner=owner)
-
-    async def _claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
-        """Claim the context for a new task: None if we have it, else the task that holds it.
-
-        A claim is stale when its task has ended, or when its task does not exist and holds no
-        lease (a task takes its lease before its claim, and is created only after both): then it
-        is replaced by compare-and-set, so of the requests that found it stale, one wins.
-        """
-        holder = await self._messages.claim(context_id, task_id, owner=owner)
-        if holder is None:
-            return None
-        if await self._holds_context(holder, owner=owner):
-            return holder
-        if await self._messages.replace_claim(context_id, holder, task_id, owner=owner):
-            return None
-        return await self._messages.claim(context_id, task_id, owner=owner)
-
-    async def _holds_context(self, task_id: str, *, owner: str) -> bool:
-        """Whether the task holding a context's claim is still at work there (or about to be)."""
-        try:
-            record = await self._tasks.get(task_id, owner=owner)
-        except TaskUnreadable:
-            return False  # it can never run again: its claim is stale
-        if record is not None:
-            return not record.task.status.state.is_terminal
-        return await self._runner.lease_held(task_id, owner=owner)
 
     async def _continue(self, request: TaskRequest, *, owner: str, awaited: bool) -> TaskRecord:
         """A message on an existing task: only an interrupted task (waiting for input) takes one."""
@@ -321,6 +338,13 @@ class TaskLifecycle:
         try:
             async with runner.starting(task.id, owner=owner) as start:
                 assert start.fence is not None
+                # The context under the new lease before the turn writes: the conversation is
+                # this epoch's from now on (and taken back from a stale holder, if any).
+                holder = await runner.claims.take(
+                    task.context_id, task.id, owner=owner, fence=start.fence
+                )
+                if holder is not None:
+                    raise ContextBusy(task.context_id, holder)
                 try:
                     checkpoint = await runner.prepare_resume(
                         task, message, owner=owner, fence=start.fence, extensions=request.extensions

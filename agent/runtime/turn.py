@@ -17,7 +17,7 @@ from agent.runtime.chunks import AnswerStream
 from agent.state import LoopState
 from agent.tools.client import ClientTool
 from agent.tracing import Carrier
-from stores.base import Fence
+from stores.base import ContextFence, Fence
 from stores.models import Message, Role, Task, TaskRecord
 
 
@@ -81,6 +81,20 @@ class TurnRequested(BaseModel):
             return None
 
 
+@dataclass(kw_only=True)
+class TurnStart:
+    """A turn about to start here: a reserved slot and the task's lease (`TaskRunner.starting`)."""
+
+    task_id: str
+    owner: str
+    fence: Fence | None = None
+    launched: bool = False
+    let_lapse: bool = False
+    """Leave the lease to lapse rather than release it: a creation the store did not answer may
+    still land, and the sweep that finds the lapsed lease then finds the task (released, the
+    task would be one no replica ever runs)."""
+
+
 @dataclass(slots=True)
 class TurnCalls:
     """The turn's model and tool calls, counted for its report and metrics."""
@@ -131,6 +145,7 @@ class Turn:
             message_id=user.message_id if user is not None else None,
             call_depth=_call_depth(user),
             extensions=self.extensions,
+            fence=ContextFence(self.task.id, self.fence),
         )
 
 

@@ -137,16 +137,22 @@ class TurnExecutor:
                 if gate is not None and gate.overrun():
                     await self._admit(gate)
 
-            async for event in agent.run(context, state, on_text=on_text):
-                await self._publisher.on_event(turn, event)
-                if gate is not None and gate.overrun():
-                    await self._admit(gate)
+            # However the turn ends here (canceled, its lease lost, its job stopped), the engine
+            # is closed before the turn is over: its model call and tool calls are cut then, not
+            # left to the garbage collector (a stale turn's model streamed on for nobody).
+            async with contextlib.aclosing(agent.run(context, state, on_text=on_text)) as events:
+                async for event in events:
+                    await self._publisher.on_event(turn, event)
+                    if gate is not None and gate.overrun():
+                        await self._admit(gate)
         except asyncio.CancelledError:
             if not turn.cancel_requested:
                 turn.suspended = True  # shutdown or lease lost: all is left for the next holder
                 raise
-            with contextlib.suppress(LeaseLost):
+            try:
                 await self._publisher.set_state(turn, TaskState.CANCELED, CANCELED)
+            except LeaseLost:
+                _lost(turn)
         except LeaseLost:
             # Another process took the turn over: what the turn holds (claim, checkpoint, lease)
             # is the new holder's now, so nothing is recorded or released here.
@@ -155,15 +161,19 @@ class TurnExecutor:
                 task.id,
                 turn.fence.epoch,
             )
-            turn.suspended, turn.holds_lease = True, False
+            _lost(turn)
         except TaskGone:
             logger.warning("task_id=<%s> | the task expired during its turn; turn dropped", task.id)
         except Exception:
             logger.exception("task_id=<%s> | turn crashed", task.id)
-            with contextlib.suppress(TaskGone, LeaseLost):
+            try:
                 await self._publisher.set_state(
                     turn, TaskState.FAILED, "The agent hit an internal error."
                 )
+            except LeaseLost:
+                _lost(turn)
+            except TaskGone:
+                pass
         finally:
             turn.finished = True
             span.set_attribute("a2a.task_state", turn.task.status.state.value)
@@ -175,6 +185,12 @@ class TurnExecutor:
                     await self._publisher.end(turn)
             finally:
                 let_waiters_go(turn)
+
+
+def _lost(turn: Turn) -> None:
+    """The turn's lease was taken over: what it holds (claim, checkpoint, lease) is the new
+    holder's now, so nothing is recorded or released here."""
+    turn.suspended, turn.holds_lease = True, False
 
 
 def let_waiters_go(turn: Turn) -> None:

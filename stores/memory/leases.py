@@ -8,7 +8,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass, field
 
-from stores.base import DEFAULT_TASK_TTL_S, Fence, LeaseLost, LeaseStatus, LeaseStore, TaskRef
+from stores.base import (
+    DEFAULT_TASK_TTL_S,
+    Fence,
+    LeaseLost,
+    LeaseStatus,
+    LeaseStore,
+    TaskRef,
+    TaskVoided,
+)
 from stores.memory.support import IdleSweeper
 
 
@@ -20,6 +28,7 @@ class _Lease:
     cancel_requested: bool = False
     touched: float = field(default_factory=time.monotonic)
     task_gone: bool = False  # its task was dropped while a turn held it: forgotten at release
+    voided_by: str | None = None  # the task that gave this one up before it was created
 
 
 class InMemoryLeaseStore(LeaseStore):
@@ -63,6 +72,21 @@ class InMemoryLeaseStore(LeaseStore):
         lease = self._leases.get((owner, task_id))
         if lease is None or lease.holder != fence.holder or lease.epoch != fence.epoch:
             raise LeaseLost(task_id, fence)
+
+    def check_creation(self, task_id: str, *, owner: str, fence: Fence) -> None:
+        """Raise TaskVoided if the task was given up (`void`), else as `check`."""
+        lease = self._leases.get((owner, task_id))
+        if lease is not None and lease.voided_by is not None:
+            raise TaskVoided(task_id, fence, by=lease.voided_by)
+        self.check(task_id, owner=owner, fence=fence)
+
+    def void(self, task_id: str, *, owner: str, by: str) -> None:
+        """Mark the task given up: its creation is refused from now on (the first voider stays).
+        The mark lives as long as a lease does (idle for the TTL)."""
+        lease = self._leases.setdefault((owner, task_id), _Lease(None, time.monotonic()))
+        if lease.voided_by is None:
+            lease.voided_by = by
+        lease.touched = time.monotonic()
 
     def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
         """The task store dropped the task: its lease goes too, at once if released, else when

@@ -8,7 +8,14 @@ from collections import OrderedDict
 from dataclasses import dataclass, field
 from itertools import islice
 
-from stores.base import DEFAULT_TASK_TTL_S, MessageStore
+from stores.base import (
+    DEFAULT_TASK_TTL_S,
+    ClaimHolder,
+    ContextFence,
+    Fence,
+    LeaseLost,
+    MessageStore,
+)
 from stores.codec import dump_message, load_message
 from stores.memory.support import MAX_TASKS, IdleSweeper, room_to_make
 from stores.models import ChatMessage
@@ -21,6 +28,23 @@ class _Conversation:
     messages: list[bytes] = field(default_factory=list)  # stored form, as in Redis
     units: dict[str, None] = field(default_factory=dict)  # in order: the oldest go first
     touched: float = 0.0
+
+
+@dataclass
+class _Claim:
+    task_id: str
+    fence: Fence | None  # the latest fence of its task (None: claimed without one)
+
+    def admits(self, fence: Fence) -> bool:
+        """Its task may write under `fence`: the claim has none yet, an earlier one, or this
+        one (epochs only grow); the fence is recorded."""
+        held = self.fence
+        if held is not None and (
+            held.epoch > fence.epoch or (held.epoch == fence.epoch and held != fence)
+        ):
+            return False
+        self.fence = fence
+        return True
 
 
 class InMemoryMessageStore(MessageStore):
@@ -44,7 +68,7 @@ class InMemoryMessageStore(MessageStore):
         self._sweeper = IdleSweeper(ttl_s)
         # Least recently written first: a write moves its conversation to the end.
         self._conversations: OrderedDict[tuple[str, str], _Conversation] = OrderedDict()
-        self._claims: dict[tuple[str, str], str] = {}
+        self._claims: dict[tuple[str, str], _Claim] = {}
         self._max_conversations = max_conversations
         self._window_max = window_max
 
@@ -55,10 +79,20 @@ class InMemoryMessageStore(MessageStore):
         return [load_message(raw) for raw in conversation.messages[-limit:]]
 
     async def append(
-        self, context_id: str, messages: list[ChatMessage], *, owner: str, unit_id: str
+        self,
+        context_id: str,
+        messages: list[ChatMessage],
+        *,
+        owner: str,
+        unit_id: str,
+        fence: ContextFence | None = None,
     ) -> bool:
-        self._sweeper.sweep(self._conversations)
         key = (owner, context_id)
+        if fence is not None:
+            claim = self._claims.get(key)
+            if claim is None or claim.task_id != fence.task_id or not claim.admits(fence.fence):
+                raise LeaseLost(fence.task_id, fence.fence)
+        self._sweeper.sweep(self._conversations)
         conversation = self._conversations.get(key)
         if conversation is None:
             if len(self._conversations) >= self._max_conversations:
@@ -99,25 +133,52 @@ class InMemoryMessageStore(MessageStore):
                 len(dropped),
             )
 
-    async def claim(self, context_id: str, task_id: str, *, owner: str) -> str | None:
-        holder = self._claims.setdefault((owner, context_id), task_id)
-        return None if holder == task_id else holder
+    async def claim(
+        self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
+    ) -> ClaimHolder | None:
+        key = (owner, context_id)
+        claim = self._claims.get(key)
+        if claim is None:
+            self._claims[key] = _Claim(task_id, fence)
+            return None
+        if claim.task_id != task_id:
+            return ClaimHolder(claim.task_id, fenced=claim.fence is not None)
+        if fence is not None and not claim.admits(fence):
+            raise LeaseLost(task_id, fence)
+        return None
 
     async def replace_claim(
-        self, context_id: str, stale_holder: str, task_id: str, *, owner: str
+        self,
+        context_id: str,
+        stale_holder: str,
+        task_id: str,
+        *,
+        owner: str,
+        fence: Fence | None = None,
     ) -> bool:
-        if self._claims.get((owner, context_id)) != stale_holder:
+        key = (owner, context_id)
+        claim = self._claims.get(key)
+        if claim is None or claim.task_id != stale_holder:
             return False
-        self._claims[(owner, context_id)] = task_id
+        self._claims[key] = _Claim(task_id, fence)
         return True
 
-    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
-        if self._claims.get((owner, context_id)) == task_id:
-            del self._claims[(owner, context_id)]
+    async def release(
+        self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
+    ) -> bool:
+        key = (owner, context_id)
+        claim = self._claims.get(key)
+        if claim is None or claim.task_id != task_id:
+            return False
+        if fence is not None and not claim.admits(fence):
+            return False
+        del self._claims[key]
+        return True
 
     def forget_task(self, owner: str, task_id: str, context_id: str) -> None:
         """The task store dropped the task (idle past the TTL while waiting for input): its
         claim on the context goes with it. The conversation stays: it is the context's, which
         a client may still continue (it goes by its own bound)."""
-        if self._claims.get((owner, context_id)) == task_id:
+        claim = self._claims.get((owner, context_id))
+        if claim is not None and claim.task_id == task_id:
             del self._claims[(owner, context_id)]

@@ -116,7 +116,9 @@ class InMemoryTaskStore(TaskStore):
         self._dependents = tuple(dependents)
         self._deadlines = CoarseDeadlines(expired=False)
 
-    async def create(self, task: Task, *, owner: str) -> TaskRecord:
+    async def create(self, task: Task, *, owner: str, fence: Fence | None = None) -> TaskRecord:
+        if fence is not None and self._leases is not None:
+            self._leases.check_creation(task.id, owner=owner, fence=fence)
         for key, expired in self._sweeper.sweep(self._tasks):
             self._ended.pop(key, None)
             self._forget(key, expired)
@@ -127,6 +129,13 @@ class InMemoryTaskStore(TaskStore):
         if stored.state.is_terminal:
             self._ended[(owner, task.id)] = None
         return TaskRecord(task=task, owner=owner, position=1, stored=stored.snapshot)
+
+    async def void(self, task_id: str, *, owner: str, by: str) -> bool:
+        if (owner, task_id) in self._tasks:
+            return False
+        if self._leases is not None:
+            self._leases.void(task_id, owner=owner, by=by)
+        return True
 
     def _make_room(self) -> None:
         """Drop the tasks that ended longest ago (with their journals): a hundredth of the

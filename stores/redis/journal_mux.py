@@ -13,7 +13,11 @@ position than it reads from) has that read ended early: an entry added to the sh
 stream, which every read of the shard also waits on, returns it, and the next read covers
 everyone waiting. A burst of new readers costs one wake, not one each. Unlike CLIENT UNBLOCK, a
 wake that reaches Redis before the read it is meant to end still ends it (the read starts from
-the wake stream's last id seen).
+the wake stream's last id seen). The wake only makes it prompt: a read answers a reader only if
+it read that reader's journal from its position or an earlier one, so a reader that joined
+behind the read in flight (whose reply, even one already on its way, starts after entries the
+reader has not had) waits for the next read, which starts from it. A reader gets the positions
+after its own, each once, from the read or from what was kept (below).
 
 Three things keep a chunk from costing more than a reader of its own would:
 * after a read answers readers, the next one waits (`RETURN_WAIT_S` at most) for them to pass
@@ -246,7 +250,7 @@ class _Shard:
                 finally:
                     self._covered = None
                     self._woken = False
-                self._answered = self._deliver(reply)
+                self._answered = self._deliver(reply, positions)
                 if self._answered:
                     await self._readers_back()
         except BaseException as exc:
@@ -291,8 +295,14 @@ class _Shard:
             pass
         self._answered = 0
 
-    def _deliver(self, reply: Any) -> int:
-        """Answer the readers of what `reply` found; how many were answered."""
+    def _deliver(self, reply: Any, positions: dict[str, int]) -> int:
+        """Answer the readers of what `reply` (the read after `positions`) found; how many were
+        answered.
+
+        A reader gets only what the read found after its own position: one that joined while
+        the read was in flight from a later position (it waits from earlier than the others)
+        is not in this reply's entries, which would skip those in between; it stays waiting,
+        and the next read, which starts at once from the earliest position waited on, covers it."""
         answered = 0
         now = time.monotonic()
         for key, raw in xread_streams(reply):
@@ -302,9 +312,10 @@ class _Shard:
                 continue
             entries = journal_entries(raw)
             self._recent[journal] = _remember(self._recent.get(journal), entries, now + LINGER_S)
+            read_after = positions[journal]
             # No copy: answering a reader only schedules it, nobody leaves during this loop.
             for reader in self._readers.get(journal, ()):
-                if reader.found.done():
+                if reader.found.done() or reader.after < read_after:
                     continue
                 mine = entries
                 if entries[0].position <= reader.after:

@@ -6,13 +6,16 @@ Layout (`p` = the prefix, REDIS_KEY_PREFIX; `<x>` = x percent-encoded, see `enco
                                                 state, ms, us (status timestamp, for listing)
     p:journal:<owner>:{<task>}          STREAM  entry id "<position>-1", field e = event JSON
     p:checkpoint:<owner>:{<task>}       STRING  the running turn's checkpoint
-    p:lease:<owner>:{<task>}            HASH    holder, expires (ms, Redis server time)
+    p:lease:<owner>:{<task>}            HASH    holder, expires (ms, Redis server time), epoch;
+                                                void: the task that gave this one up uncreated
     p:cancel:<owner>:{<task>}           STRING  "1": cancel requested while the lease is held
     p:push:<owner>:{<task>}             HASH    push-notification config id -> config JSON
     p:push-cursor:<owner>:{<task>}      STRING  the last journal position pushed
     p:conversation:<owner>:{<context>}  LIST    ChatMessage JSON, oldest first
     p:units:<owner>:{<context>}         SET     ids of the units appended (append at most once)
     p:claim:<owner>:{<context>}         STRING  the task id running a turn in the context
+    p:claim-fence:<owner>:{<context>}   HASH    task, holder, epoch: the fence the claim's task
+                                                writes the conversation under (conversation_scripts)
     p:rate:{<principal>}                HASH    tokens, at (ms): the principal's rate-limit bucket
     p:tasks:{<owner>}                   ZSET    the owner's task ids, score = status time (ms)
     p:tasks-by-state:{<owner>}          ZSET    the same, score = state * 2^42 + status time (ms)
@@ -118,6 +121,9 @@ class RedisKeys:
 
     def claim(self, owner: str, context_id: str) -> str:
         return f"{self.prefix}:claim:{encode(owner)}:{{{encode(context_id)}}}"
+
+    def claim_fence(self, owner: str, context_id: str) -> str:
+        return f"{self.prefix}:claim-fence:{encode(owner)}:{{{encode(context_id)}}}"
 
     # --- an owner's list indexes: all in the slot of {<owner>} ---
 

@@ -2,7 +2,13 @@
 
 Their bodies are part of the deployed contract: a rolling deploy runs old and new replicas on the
 same keys, and a script is run by its SHA, so a body changes only with a new name and a note of
-why (the caller's docstring says what it relies on).
+why (the caller's docstring says what it relies on). A context's conversation and claim have
+theirs in conversation_scripts.py, under the same rules.
+
+The fences (docs/operations.md, "Fencing"): every write of a task's turn checks its lease's holder
+and epoch in the script that writes (the lease shares the task's slot), and so does a task's
+creation, which also refuses a task voided before it existed (`VOID_TASK`). A conversation's
+writes are in another slot: they check the fence its claim carries (conversation_scripts.py).
 """
 
 from __future__ import annotations
@@ -16,23 +22,47 @@ from stores.redis.support import LUA_NOW_MS, LuaScript
 # PUBLISH_EVENTS, before the by-state indexes, took two; the bodies below have names of their own
 # so that old and new replicas of a rolling deploy each run theirs.)
 
-# KEYS: task hash, journal [, the four list indexes]. ARGV: snapshot, event, state, ms, us, ttl ms,
-# journal max, task id, index ttl ms, state score. The indexes are given on one Redis
-# (`_run_indexed`).
-CREATE_LISTED_TASK = LuaScript(
+# KEYS: task hash, journal, lease [, the four list indexes]. ARGV: snapshot, event, state, ms, us,
+# ttl ms, journal max, task id, index ttl ms, state score, fence holder, fence epoch (both empty:
+# unfenced). The indexes are given on one Redis (`_run_indexed`). Returns {1} once created;
+# {0} (the lease no longer has that holder and epoch) or {-1, the voiding task} (`VOID_TASK` gave
+# the task up) and nothing written: a creation held by a cut, or by a pause, that lands after
+# the creator lost its lease (or after another request voided the task) is refused, not a
+# second task with the same message. (CREATE_LISTED_TASK, before the fence, took no lease: an
+# earlier server runs its own body by its own name.)
+CREATE_FENCED_TASK = LuaScript(
     """
+if ARGV[11] ~= '' then
+  local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch', 'void')
+  if lease[3] then return {-1, lease[3]} end
+  if lease[1] ~= ARGV[11] or lease[2] ~= ARGV[12] then return {0} end
+end
 redis.call('DEL', KEYS[1], KEYS[2])
 redis.call('HSET', KEYS[1], 'seq', 1, 'pos', 1, 'task', ARGV[1],
            'state', ARGV[3], 'ms', ARGV[4], 'us', ARGV[5])
 redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[7], '1-1', 'e', ARGV[2])
 redis.call('PEXPIRE', KEYS[1], ARGV[6])
 redis.call('PEXPIRE', KEYS[2], ARGV[6])
-for i = 3, #KEYS do
+for i = 4, #KEYS do
   local score = ARGV[4]
-  if i % 2 == 0 then score = ARGV[10] end
+  if i % 2 == 1 then score = ARGV[10] end
   redis.call('ZADD', KEYS[i], score, ARGV[8])
   redis.call('PEXPIRE', KEYS[i], ARGV[9])
 end
+return {1}
+"""
+)
+
+# KEYS: task hash, lease. ARGV: the voiding task's id, ttl ms. Gives up a task that does not
+# exist (its context was found claimed by it before it was created): returns 0 if the task hash
+# exists; else marks the lease `void` (the first voider stays) and returns 1, after which
+# CREATE_FENCED_TASK refuses the task, whoever holds its lease. The lease hash keeps the task's
+# TTL, so the mark outlives any creation that could still be on its way.
+VOID_TASK = LuaScript(
+    """
+if redis.call('EXISTS', KEYS[1]) == 1 then return 0 end
+redis.call('HSETNX', KEYS[2], 'void', ARGV[1])
+if redis.call('PTTL', KEYS[2]) < tonumber(ARGV[2]) then redis.call('PEXPIRE', KEYS[2], ARGV[2]) end
 return 1
 """
 )
@@ -271,37 +301,7 @@ return lapsed
 """
 )
 
-# --- conversations, claims and checkpoints (stores.redis.messages, .checkpoints) ---
-
-# KEYS: conversation, units. ARGV: window size, unit id, ttl ms, the unit's messages (JSON).
-# Returns {1 if the unit is new (0: it was there, nothing appended), the last `window size`
-# messages as they were before}: a turn's start (its history, then its user message) is one
-# script, and one round trip.
-APPEND_MESSAGES = LuaScript(
-    """
-local window = {}
-local size = tonumber(ARGV[1])
-if size > 0 then window = redis.call('LRANGE', KEYS[1], -size, -1) end
-local added = redis.call('SADD', KEYS[2], ARGV[2])
-if added == 1 then
-  for i = 4, #ARGV, 1000 do  -- in batches: unpack() is bounded by Lua's C stack
-    redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
-  end
-end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
-return {added, window}
-"""
-)
-
-# KEYS: claim. ARGV: stale holder, task id, ttl ms. Takes the claim only from that holder.
-REPLACE_CLAIM = LuaScript(
-    """
-if redis.call('GET', KEYS[1]) ~= ARGV[1] then return 0 end
-redis.call('SET', KEYS[1], ARGV[2], 'PX', ARGV[3])
-return 1
-"""
-)
+# --- checkpoints (stores.redis.checkpoints); conversations and claims: conversation_scripts ---
 
 # KEYS: checkpoint, lease. ARGV: checkpoint, ttl ms [, fence holder, fence epoch]. Returns 0 (and
 # writes nothing) if the fence no longer holds the lease.
@@ -313,13 +313,5 @@ if #ARGV > 2 then
 end
 redis.call('SET', KEYS[1], ARGV[1], 'PX', ARGV[2])
 return 1
-"""
-)
-
-# KEYS: claim. ARGV: task id. Deletes the claim only if this task holds it.
-RELEASE_CLAIM = LuaScript(
-    """
-if redis.call('GET', KEYS[1]) == ARGV[1] then return redis.call('DEL', KEYS[1]) end
-return 0
 """
 )

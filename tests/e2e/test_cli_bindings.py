@@ -172,7 +172,9 @@ def test_a_grpc_only_card_works_without_the_flag(grpc_only_card, fake_llm, marke
     assert (done.returncode, done.stdout) == (0, "Over gRPC.\n"), done.stderr
     asked_http = a2a("send", grpc_only_card, marker, *WITH_IT, "--binding", "rest")
     assert asked_http.returncode == 1
-    assert "offers no rest interface (it offers: GRPC 0.3, GRPC 1.0)" in asked_http.stderr, asked_http.stderr
+    assert "offers no rest interface (it offers: GRPC 0.3, GRPC 1.0)" in asked_http.stderr, (
+        asked_http.stderr
+    )
 
 
 def test_http_commands_do_not_import_grpc(server):

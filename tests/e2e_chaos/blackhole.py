@@ -9,7 +9,8 @@ nothing they send is forwarded. The replica learns nothing from its sockets, onl
 comes. `heal()` drops every connection that lived through the cut (the replica reconnects, as
 after a partition long enough for TCP to give up), or with `resume=True` lets the held bytes
 through, late (as after a short partition: what the replica wrote during the cut reaches Redis
-after the cut, when someone else may hold its turns).
+after the cut, when someone else may hold its turns). `cut_on(pattern)` cuts at one exact
+command: the first that a replica sends with `pattern` in it is held, and everything after it.
 
 Runs its own event loop in a thread, so a test drives it from synchronous code.
 """
@@ -49,6 +50,8 @@ class Blackhole:
         self._links: set[_Link] = set()
         self._flowing: asyncio.Event | None = None
         self._server: asyncio.Server | None = None
+        self._trigger: bytes | None = None
+        self.tripped = threading.Event()  # set when `cut_on`'s pattern went by
 
     # --- driven from the test's thread ------------------------------------------------------
 
@@ -60,6 +63,12 @@ class Blackhole:
     def cut(self) -> None:
         """From now on nothing crosses; connections stay open and new ones are accepted."""
         self._call(self._set_flowing(False))
+
+    def cut_on(self, pattern: bytes) -> None:
+        """Cut as the first write of a replica holding `pattern` reaches the proxy: that write
+        is held (with all that follows it), the way a partition holds the command under way."""
+        self.tripped.clear()
+        self._call(self._arm(pattern))
 
     def heal(self, *, resume: bool = False) -> None:
         """Forward again: the connections held through the cut are dropped (the replica
@@ -106,6 +115,9 @@ class Blackhole:
         else:
             self._flowing.clear()
 
+    async def _arm(self, pattern: bytes) -> None:
+        self._trigger = pattern
+
     async def _heal(self, resume: bool) -> None:
         if not resume:
             links, self._links = self._links, set()
@@ -136,13 +148,17 @@ class Blackhole:
         self._links.add(link)
         try:
             await asyncio.gather(
-                self._pump(reader, up_writer), self._pump(up_reader, writer), return_exceptions=True
+                self._pump(reader, up_writer, upstream=True),
+                self._pump(up_reader, writer),
+                return_exceptions=True,
             )
         finally:
             self._links.discard(link)
             link.close()
 
-    async def _pump(self, source: asyncio.StreamReader, sink: asyncio.StreamWriter) -> None:
+    async def _pump(
+        self, source: asyncio.StreamReader, sink: asyncio.StreamWriter, *, upstream: bool = False
+    ) -> None:
         """Forward while flowing; while cut, read nothing more (the sender's bytes wait in the
         kernel) and hold what was read until the link flows again or is dropped."""
         assert self._flowing is not None
@@ -151,6 +167,10 @@ class Blackhole:
             data = await source.read(65536)
             if not data:
                 break
+            if upstream and self._trigger is not None and self._trigger in data:
+                self._trigger = None
+                self._flowing.clear()
+                self.tripped.set()
             await self._flowing.wait()
             if sink.is_closing():
                 break

@@ -28,7 +28,8 @@ SERVER_ENV = {"TASK_TTL_S": str(TASK_TTL_S), "LEASE_TTL_S": "6"}
 MAX_TTL_MS = 2 * TASK_TTL_S * 1000
 
 EXPECTED_KINDS = {
-    "task", "journal", "checkpoint", "lease", "conversation", "units", "claim", "tasks",
+    "task", "journal", "checkpoint", "lease", "conversation", "units", "claim", "claim-fence",
+    "tasks",
     "tasks-by-state", "context-tasks", "context-tasks-by-state", "leases",
 }  # fmt: skip
 

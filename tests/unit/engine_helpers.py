@@ -353,8 +353,12 @@ async def resume_turn(
     owner: str = OWNER,
     recovered: bool = False,
 ) -> None:
-    """Take the task's lease and go on from a checkpoint (as the supervisor's takeover does)."""
+    """Take the task's lease and its context's claim under it, and go on from a checkpoint (as
+    the supervisor's takeover does)."""
     async with runner.starting(task.id, owner=owner) as start:
+        assert start.fence is not None
+        holder = await runner.claims.take(task.context_id, task.id, owner=owner, fence=start.fence)
+        assert holder is None, f"the context is held by {holder!r}"
         runner.launch_resumed(start, task, checkpoint, recovered=recovered)
 
 

@@ -13,6 +13,7 @@ from collections.abc import Awaitable, Callable
 import pytest
 
 from stores.base import (
+    ClaimHolder,
     Fence,
     JournalWrite,
     LeaseLost,
@@ -210,9 +211,9 @@ async def test_replace_claim_only_from_the_holder_it_names(backend: Backend, own
     messages = backend.messages
     assert await messages.claim("ctx", "stale", owner=owner) is None
     assert not await messages.replace_claim("ctx", "someone-else", "t2", owner=owner)
-    assert await messages.claim("ctx", "t2", owner=owner) == "stale"
+    assert await messages.claim("ctx", "t2", owner=owner) == ClaimHolder("stale", fenced=False)
     assert await messages.replace_claim("ctx", "stale", "t2", owner=owner)
-    assert await messages.claim("ctx", "t3", owner=owner) == "t2"
+    assert await messages.claim("ctx", "t3", owner=owner) == ClaimHolder("t2", fenced=False)
     assert not await messages.replace_claim("ctx", "stale", "t3", owner=owner), "replaced twice"
 
 
@@ -224,7 +225,7 @@ async def test_of_many_replacing_one_stale_claim_one_wins(backend: Backend, owne
     )
     assert results.count(True) == 1
     winner = f"t{results.index(True)}"
-    assert await messages.claim("ctx", "probe", owner=owner) == winner
+    assert await messages.claim("ctx", "probe", owner=owner) == ClaimHolder(winner, fenced=False)
 
 
 async def test_a_fenced_chunk_batch_after_a_takeover_writes_nothing(

@@ -21,7 +21,7 @@ from agent.runtime.runner import TaskRunner
 from agent.runtime.supervisor import TurnSupervisor
 from app.errors import UnsupportedOperationError
 from app.handler import RequestHandler, SendRequest
-from stores.base import LeaseStatus, StoreUnavailable, TaskQuery
+from stores.base import Fence, LeaseStatus, StoreUnavailable, TaskQuery
 from stores.models import Message, Part, Role, Task, TaskRecord, TaskState, TaskStatus
 
 from .backends import Backend
@@ -175,11 +175,11 @@ async def test_concurrent_sends_on_one_new_context_run_exactly_one_turn(
     rounds, senders = 12, 8
     create = backend.tasks.create
 
-    async def slow_create(task: Task, *, owner: str) -> TaskRecord:
+    async def slow_create(task: Task, *, owner: str, fence: Fence | None = None) -> TaskRecord:
         # A store that answers at its own pace: the claim's holder is not yet a task when the
         # other senders look at it (what a loaded Redis does to a burst of sends).
         await asyncio.sleep(random.uniform(0, 0.01))
-        return await create(task, owner=owner)
+        return await create(task, owner=owner, fence=fence)
 
     monkeypatch.setattr(backend.tasks, "create", slow_create)
     async with _handler(backend, llm) as handler:
@@ -286,7 +286,7 @@ async def test_a_start_that_fails_gives_its_slot_and_lease_back(
 async def test_a_create_that_fails_leaves_no_task_claim_or_lease(
     backend: Backend, llm: ScriptedLLM, monkeypatch: pytest.MonkeyPatch
 ) -> None:
-    async def unavailable(task: Task, *, owner: str) -> TaskRecord:
+    async def unavailable(task: Task, *, owner: str, fence: Fence | None = None) -> TaskRecord:
         raise StoreUnavailable("the store went away")
 
     monkeypatch.setattr(backend.tasks, "create", unavailable)

@@ -154,12 +154,12 @@ class FlakyMessageStore(InMemoryMessageStore):
         self.failures = failures
         self.attempts = 0
 
-    async def append(self, context_id, messages, *, owner, unit_id) -> bool:
+    async def append(self, context_id, messages, *, owner, unit_id, fence=None) -> bool:
         if not unit_id.endswith(":user"):
             self.attempts += 1
             if self.attempts <= self.failures:
                 raise StoreUnavailable("redis is restarting")
-        return await super().append(context_id, messages, owner=owner, unit_id=unit_id)
+        return await super().append(context_id, messages, owner=owner, unit_id=unit_id, fence=fence)
 
 
 async def test_a_turn_waits_for_the_store_and_commits_once(sleeps: list[float]) -> None:

@@ -24,6 +24,7 @@ from redis.asyncio import Redis
 
 from stores.base import (
     CheckpointStore,
+    ClaimHolder,
     InvalidPageToken,
     JournalWrite,
     MessageStore,
@@ -808,14 +809,14 @@ async def test_window_and_append_use_copies(message_store: MessageStore, owner: 
 async def test_claim_and_release(message_store: MessageStore, owner: str) -> None:
     assert await message_store.claim("ctx", "t1", owner=owner) is None
     assert await message_store.claim("ctx", "t1", owner=owner) is None  # the holder again: fine
-    assert await message_store.claim("ctx", "t2", owner=owner) == "t1"
+    assert await message_store.claim("ctx", "t2", owner=owner) == ClaimHolder("t1", fenced=False)
 
     await message_store.release("ctx", "t2", owner=owner)  # not the holder: no effect
-    assert await message_store.claim("ctx", "t3", owner=owner) == "t1"
+    assert await message_store.claim("ctx", "t3", owner=owner) == ClaimHolder("t1", fenced=False)
 
     await message_store.release("ctx", "t1", owner=owner)
     assert await message_store.claim("ctx", "t2", owner=owner) is None
-    assert await message_store.claim("ctx", "t1", owner=owner) == "t2"
+    assert await message_store.claim("ctx", "t1", owner=owner) == ClaimHolder("t2", fenced=False)
 
 
 async def test_release_without_a_claim_is_harmless(message_store: MessageStore, owner: str) -> None:
@@ -837,7 +838,7 @@ async def test_concurrent_claims_have_one_winner(message_store: MessageStore, ow
     )
     winners = [f"t{i}" for i, holder in enumerate(results) if holder is None]
     assert len(winners) == 1
-    assert all(holder == winners[0] for holder in results if holder is not None)
+    assert all(holder == ClaimHolder(winners[0], fenced=False) for holder in results if holder)
 
 
 async def test_claims_do_not_touch_the_conversation(

@@ -20,7 +20,7 @@ import pytest
 from agent.loop import AgentLoop
 from agent.runtime.runner import TaskRunner
 from agent.tools.toolbox import Toolbox
-from stores.base import StoreUnavailable
+from stores.base import ContextFence, Fence, StoreUnavailable
 from stores.memory import InMemoryMessageStore
 from stores.models import ChatMessage, TaskState
 
@@ -45,21 +45,24 @@ class OutageAtStart(InMemoryMessageStore):
         owner: str,
         unit_id: str,
         limit: int,
+        fence: ContextFence | None = None,
     ) -> list[ChatMessage]:
         if not self.armed:
             return await super().window_then_append(
-                context_id, messages, owner=owner, unit_id=unit_id, limit=limit
+                context_id, messages, owner=owner, unit_id=unit_id, limit=limit, fence=fence
             )
         self.armed = False
         if self.when == "after":
             await super().window_then_append(
-                context_id, messages, owner=owner, unit_id=unit_id, limit=limit
+                context_id, messages, owner=owner, unit_id=unit_id, limit=limit, fence=fence
             )
         raise StoreUnavailable("Redis is unavailable: Connection refused")
 
 
 class ReleaseRefused(InMemoryMessageStore):
-    async def release(self, context_id: str, task_id: str, *, owner: str) -> None:
+    async def release(
+        self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
+    ) -> bool:
         raise StoreUnavailable("Redis is unavailable: Connection refused")
 
 
