@@ -31,7 +31,7 @@ from typing import Any
 from tests.e2e.harness import user_message
 from tests.nemesis.history import BusyRecord, History, StreamRecord, TurnRecord
 from tests.nemesis.model import prompt_text, reply_text
-from tests.nemesis.wire import (
+from tests.nemesis.a2a_wire import (
     BUSY,
     INPUT_REQUIRED,
     NOT_CANCELABLE,
