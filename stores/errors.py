@@ -61,3 +61,8 @@ class TaskUnreadable(StoreError):
     def __init__(self, task_id: str) -> None:
         super().__init__(f"task {task_id!r} is stored but cannot be read")
         self.task_id = task_id
+
+
+class StoreLocked(StoreError):
+    """The store is another server's alone (a SQLite file a running server holds): this one
+    must not start on it. The message is the one line the server exits with."""
