@@ -34,11 +34,18 @@ Binding = Literal["rpc", "rest"]
 
 
 def http_client(timeout: float = 60.0) -> httpx.AsyncClient:
-    """One client for a whole burst: no connection cap (each stream holds one), loopback only."""
+    """One client for a whole burst: no connection cap (each stream holds one), loopback only.
+
+    Idle connections are dropped after 2 s, well before the server's keep-alive timeout (5 s):
+    with httpx's default (also 5 s) a send after a lull could go out on a connection the server
+    was closing at that moment and fail with a ReadError (seen in CI after a burst's streams
+    ended), a race of HTTP keep-alive that every client avoids the same way."""
     return httpx.AsyncClient(
         trust_env=False,
         timeout=httpx.Timeout(timeout, connect=10),
-        limits=httpx.Limits(max_connections=None, max_keepalive_connections=256),
+        limits=httpx.Limits(
+            max_connections=None, max_keepalive_connections=256, keepalive_expiry=2.0
+        ),
     )
 
 
