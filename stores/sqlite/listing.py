@@ -19,6 +19,7 @@ linear in the number of the owner's matching tasks, where Redis's ZCOUNT is loga
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from datetime import UTC, datetime, timedelta
 
 from stores.base import TaskPage, TaskQuery
@@ -32,8 +33,18 @@ logger = logging.getLogger(__name__)
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
 
-def list_page(step: Step, query: TaskQuery, owner: str) -> TaskPage:
-    """The page `query` asks for (run in one read transaction: page and count agree)."""
+@dataclass(frozen=True, slots=True)
+class PageQuery:
+    """The two statements of a page (its count, its rows) and their arguments."""
+
+    count_sql: str
+    count_args: list[object]
+    page_sql: str
+    page_args: list[object]
+
+
+def page_query(query: TaskQuery, owner: str, now_ms: int) -> PageQuery:
+    """The SQL that reads `query`'s page (InvalidPageToken for a token not ours)."""
     conditions, args = ["owner = ?"], [owner]
     index = "tasks_by_owner"
     if query.context_id is not None:
@@ -45,29 +56,33 @@ def list_page(step: Step, query: TaskQuery, owner: str) -> TaskPage:
         args.append(query.state.value)
         if query.context_id is None:
             index = "tasks_by_state"
-    bounds: list[object] = [*args]
+    bounds: list[object] = [*args, now_ms]
     conditions.append("expires_at > ?")
-    bounds.append(step.now_ms)
     if query.status_after is not None:
         after_us = (query.status_after - _EPOCH) // timedelta(microseconds=1)
         conditions.append("status_ms >= ? AND status_us >= ?")
         bounds += [after_us // 1000, after_us]
     where = " AND ".join(conditions)
-    cursor = decode_cursor(query.page_token) if query.page_token else None
-    connection = step.connection
-    (total,) = connection.execute(
-        f"SELECT count(*) FROM tasks INDEXED BY {index} WHERE {where}", bounds
-    ).fetchone()
+    count_sql = f"SELECT count(*) FROM tasks INDEXED BY {index} WHERE {where}"
     page_args = [*bounds]
-    if cursor is not None:
+    if query.page_token:
+        ms, task_id = decode_cursor(query.page_token)
         where += " AND (status_ms, task_id) < (?, ?)"
-        page_args += [cursor[0], cursor[1]]
-    size = max(query.page_size, 0)
-    rows = connection.execute(
+        page_args += [ms, task_id]
+    page_sql = (
         f"SELECT status_ms, task_id, snapshot FROM tasks INDEXED BY {index} WHERE {where}"
-        " ORDER BY status_ms DESC, task_id DESC LIMIT ?",
-        [*page_args, size + 1],
-    ).fetchall()
+        " ORDER BY status_ms DESC, task_id DESC LIMIT ?"
+    )
+    # One row more than the page: whether there is a next one.
+    return PageQuery(count_sql, bounds, page_sql, [*page_args, max(query.page_size, 0) + 1])
+
+
+def list_page(step: Step, query: TaskQuery, owner: str) -> TaskPage:
+    """The page `query` asks for (run in one read transaction: page and count agree)."""
+    sql = page_query(query, owner, step.now_ms)
+    (total,) = step.connection.execute(sql.count_sql, sql.count_args).fetchone()
+    rows = step.connection.execute(sql.page_sql, sql.page_args).fetchall()
+    size = max(query.page_size, 0)
     page, more = rows[:size], len(rows) > size
     token = encode_cursor(int(page[-1][0]), str(page[-1][1])) if more and page else ""
     tasks: list[Task] = []

@@ -156,7 +156,8 @@ def schema_version(connection: sqlite3.Connection) -> int:
 
 
 def migrate(connection: sqlite3.Connection, path: str) -> int:
-    """Take the file to SCHEMA_VERSION, a migration per transaction; the version it is at.
+    """Take the file to SCHEMA_VERSION, every migration in one transaction (a crash half way
+    leaves it at its version before); the version it is at.
 
     A file of a later version (written by a newer server) is refused rather than written."""
     connection.execute("BEGIN IMMEDIATE")
@@ -167,8 +168,8 @@ def migrate(connection: sqlite3.Connection, path: str) -> int:
                 f"{path} has schema version {version}, newer than this server's"
                 f" ({SCHEMA_VERSION}): run the newer server, or another file"
             )
-        if version == 0:
-            connection.execute("CREATE TABLE schema_version (version INTEGER NOT NULL)")
+        connection.execute("CREATE TABLE IF NOT EXISTS schema_version (version INTEGER NOT NULL)")
+        if connection.execute("SELECT 1 FROM schema_version").fetchone() is None:
             connection.execute("INSERT INTO schema_version (version) VALUES (0)")
         for number in range(version, SCHEMA_VERSION):
             for statement in _statements(MIGRATIONS[number]):
