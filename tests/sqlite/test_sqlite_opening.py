@@ -96,7 +96,7 @@ async def test_a_file_of_a_newer_server_is_refused(db_path: str) -> None:
     await create_sqlite_stores(db_path).aclose()  # the refusal released the file's lock
 
 
-async def test_a_file_that_is_not_a_database_is_unavailable(db_path: str) -> None:
+def test_a_file_that_is_not_a_database_is_unavailable(db_path: str) -> None:
     Path(db_path).write_bytes(b"not a database, just bytes " * 100)
     with pytest.raises(StoreUnavailable, match="SQLite"):
         create_sqlite_stores(db_path)

@@ -6,8 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from .backends import Backend, memory_backend, redis_backend
-from .backends import sqlite_backend
+from .backends import Backend, memory_backend, redis_backend, sqlite_backend
 from .scripted_llm import ScriptedLLM
 
 
