@@ -149,8 +149,11 @@ class Database:
                     with contextlib.suppress(sqlite3.Error):  # the error raised says it all
                         connection.execute("ROLLBACK")
                 raise
-        for callback in context.committed:
-            loop.call_soon_threadsafe(callback)
+        try:
+            for callback in context.committed:
+                loop.call_soon_threadsafe(callback)
+        except RuntimeError:  # the loop closed meanwhile: no one is left to wake
+            logger.debug("a committed write found the event loop closed")
         return result
 
     async def ping(self) -> None:
