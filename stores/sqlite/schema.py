@@ -18,6 +18,13 @@ import sqlite3
 
 from stores.errors import StoreError
 
+ENDED = (
+    "state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED',"
+    " 'TASK_STATE_REJECTED')"
+)
+"""The terminal states, as the `tasks_ended` index and the queries that use it spell them (a
+partial index serves only a query whose condition is its own, literally)."""
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: every store.
     """
@@ -44,6 +51,9 @@ MIGRATIONS: tuple[str, ...] = (
     CREATE INDEX tasks_by_context
         ON tasks (owner, context_id, status_ms, task_id, state, status_us, expires_at);
     CREATE INDEX tasks_expiry ON tasks (expires_at);
+    CREATE INDEX tasks_ended ON tasks (status_ms)
+        WHERE state IN ('TASK_STATE_COMPLETED', 'TASK_STATE_FAILED', 'TASK_STATE_CANCELED',
+                        'TASK_STATE_REJECTED');
 
     CREATE TABLE journal (
         task INTEGER NOT NULL REFERENCES tasks (id) ON DELETE CASCADE,

@@ -42,12 +42,12 @@ from stores.sqlite.database import Database, Step
 from stores.sqlite.expiry import Ttl
 from stores.sqlite.fences import check_creation, check_fence
 from stores.sqlite.listing import list_page
+from stores.sqlite.schema import ENDED
 from stores.sqlite.wakeups import Wakeups
 
 logger = logging.getLogger(__name__)
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
-_TERMINAL = tuple(state.value for state in TaskState if state.is_terminal)
 
 
 def timestamp_ms(moment: datetime) -> int:
@@ -345,11 +345,10 @@ def _make_room(step: Step, max_tasks: int) -> None:
     if int(count[0]) < max_tasks:
         return
     wanted = max(int(count[0]) - max_tasks + 1, max_tasks // 100, 1)
-    marks = ", ".join("?" * len(_TERMINAL))
     deleted = connection.execute(
-        f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks WHERE state IN ({marks})"
-        " ORDER BY status_ms LIMIT ?)",
-        (*_TERMINAL, wanted),
+        f"DELETE FROM tasks WHERE id IN (SELECT id FROM tasks INDEXED BY tasks_ended"
+        f" WHERE {ENDED} ORDER BY status_ms LIMIT ?)",
+        (wanted,),
     ).rowcount
     if not deleted:
         raise StoreFull(

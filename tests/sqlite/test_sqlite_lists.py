@@ -13,6 +13,7 @@ from stores.base import JournalWrite, StoreFull, TaskQuery, TaskRef
 from stores.models import TaskState
 from stores.sqlite.factory import create_sqlite_stores
 from stores.sqlite.listing import page_query
+from stores.sqlite.schema import ENDED
 from tests.unit.test_store_contract import T0, make_task, status_event, with_state
 
 pytestmark = pytest.mark.sqlite
@@ -111,3 +112,10 @@ async def test_a_cancel_request_reaches_the_listeners_and_the_holder(db_path: st
         await requests.aclose()  # type: ignore[attr-defined]
     finally:
         await stores.aclose()
+
+
+def test_the_ended_index_names_every_terminal_state() -> None:
+    """A terminal state the index missed would never make room (StoreFull for good)."""
+    terminal = {state.value for state in TaskState if state.is_terminal}
+    assert {value for value in terminal if f"'{value}'" in ENDED} == terminal
+    assert ENDED.count("'TASK_STATE_") == len(terminal)
