@@ -5,6 +5,7 @@ own, one on a real Redis Cluster. The `backend` fixture (tests/unit/conftest.py)
 from __future__ import annotations
 
 import contextlib
+import tempfile
 import uuid
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
@@ -18,6 +19,7 @@ from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.leases import RedisLeaseStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
+from stores.sqlite.factory import SQLiteStores, create_sqlite_stores
 from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -64,3 +66,20 @@ async def redis_backend(*, cluster: bool = False) -> AsyncIterator[Backend]:
             await client.delete(*keys)
         await reader.aclose()
         await client.aclose()
+
+
+@contextlib.asynccontextmanager
+async def sqlite_stores(**options: Any) -> AsyncIterator[SQLiteStores]:
+    """Every store on a SQLite file of its own, in a directory removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="a2a-sqlite-") as directory:
+        stores = create_sqlite_stores(f"{directory}/a2a.db", **{"ttl_s": 3600, **options})
+        try:
+            yield stores
+        finally:
+            await stores.aclose()
+
+
+@contextlib.asynccontextmanager
+async def sqlite_backend() -> AsyncIterator[Backend]:
+    async with sqlite_stores() as stores:
+        yield Backend(stores.tasks, stores.messages, stores.checkpoints, stores.leases)

@@ -15,6 +15,8 @@ from stores.models import PushAuthentication, PushConfig
 from stores.redis.push import RedisPushConfigStore
 from tests.redis_cluster import cluster_stores_client
 
+from .backends import sqlite_stores
+
 REDIS_URL = "redis://127.0.0.1:6379/0"
 
 
@@ -23,11 +25,16 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
         "memory",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-cluster", marks=pytest.mark.redis),
+        pytest.param("sqlite", marks=pytest.mark.sqlite),
     ]
 )
 async def pushes(request) -> AsyncIterator[PushConfigStore]:
     if request.param == "memory":
         yield InMemoryPushConfigStore()
+        return
+    if request.param == "sqlite":
+        async with sqlite_stores() as stores:
+            yield stores.pushes
         return
     prefix = f"a2a-test-{uuid.uuid4().hex}"
     client = (

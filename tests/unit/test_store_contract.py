@@ -52,8 +52,11 @@ from stores.models import (
 from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
+from stores.sqlite.factory import SQLiteStores
 from stores.tenants import tenant_owner
 from tests.redis_cluster import cluster_stores_client
+
+from .backends import sqlite_stores
 
 
 @contextlib.asynccontextmanager
@@ -134,10 +137,22 @@ CHECKPOINT_STORE_BACKENDS["redis-cluster"] = lambda: _redis(
     lambda client, _, prefix: RedisCheckpointStore(client, prefix=prefix, ttl_s=3600),
     cluster=True,
 )
+
+
+@contextlib.asynccontextmanager
+async def _sqlite(pick: Callable[[SQLiteStores], Any]) -> AsyncIterator[Any]:
+    async with sqlite_stores() as stores:
+        yield pick(stores)
+
+
+TASK_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.tasks)
+MESSAGE_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.messages)
+CHECKPOINT_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.checkpoints)
 BACKENDS = [
     "memory",
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("redis-cluster", marks=pytest.mark.redis),
+    pytest.param("sqlite", marks=pytest.mark.sqlite),
 ]
 
 
