@@ -106,8 +106,12 @@ class RemoteAgentProvider(ToolProvider):
         self.name = "remote"
         self._config = config
         # The operator configured these URLs (not a client): no outbound guard, but no proxy
-        # from the environment either.
-        self._http = client or httpx.AsyncClient(trust_env=False, timeout=30.0)
+        # from the environment either. Idle connections go after 2 s: servers close theirs after
+        # about 5 s (uvicorn's, ours, Node's default), and a call sent on one being closed at
+        # that moment fails with a ReadError, a request httpx cannot retry by itself.
+        self._http = client or httpx.AsyncClient(
+            trust_env=False, timeout=30.0, limits=httpx.Limits(keepalive_expiry=2.0)
+        )
         self._max_call_depth = max_call_depth
         self._timeout_s = timeout_s
         self._spec: ToolSpec | None = None
