@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from .backends import Backend, memory_backend, redis_backend
+from .backends import Backend, memory_backend, postgres_backend, redis_backend
 from .scripted_llm import ScriptedLLM
 
 
@@ -23,12 +23,15 @@ def llm():
         "memory",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-cluster", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
     """The stores of each backend in turn (tests/unit/backends.py)."""
     if request.param == "memory":
         stores = memory_backend()
+    elif request.param == "postgres":
+        stores = postgres_backend()
     else:
         stores = redis_backend(cluster=request.param == "redis-cluster")
     async with stores as backend:

@@ -13,6 +13,7 @@ from stores.base import PushConfigStore
 from stores.memory import InMemoryPushConfigStore
 from stores.models import PushAuthentication, PushConfig
 from stores.redis.push import RedisPushConfigStore
+from tests.postgres_stores import postgres_stores
 from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -23,11 +24,16 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
         "memory",
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-cluster", marks=pytest.mark.redis),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def pushes(request) -> AsyncIterator[PushConfigStore]:
     if request.param == "memory":
         yield InMemoryPushConfigStore()
+        return
+    if request.param == "postgres":
+        async with postgres_stores(ttl_s=60) as stores:
+            yield stores.pushes
         return
     prefix = f"a2a-test-{uuid.uuid4().hex}"
     client = (

@@ -53,6 +53,7 @@ from stores.redis.checkpoints import RedisCheckpointStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
 from stores.tenants import tenant_owner
+from tests.postgres_stores import postgres_stores
 from tests.redis_cluster import cluster_stores_client
 
 
@@ -134,10 +135,23 @@ CHECKPOINT_STORE_BACKENDS["redis-cluster"] = lambda: _redis(
     lambda client, _, prefix: RedisCheckpointStore(client, prefix=prefix, ttl_s=3600),
     cluster=True,
 )
+
+
+@contextlib.asynccontextmanager
+async def _postgres(pick: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    """A PostgreSQL store, on the test process's database emptied first."""
+    async with postgres_stores() as stores:
+        yield pick(stores)
+
+
+TASK_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.tasks)
+MESSAGE_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.messages)
+CHECKPOINT_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.checkpoints)
 BACKENDS = [
     "memory",
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("redis-cluster", marks=pytest.mark.redis),
+    pytest.param("postgres", marks=pytest.mark.postgres),
 ]
 
 
