@@ -40,7 +40,10 @@ async def empty_database() -> str:
     url = await shared_database()
     connection = await asyncpg.connect(url, timeout=10)
     try:
-        await connection.execute(f"TRUNCATE {_TABLES}")
+        # DELETE, not TRUNCATE: a few rows go faster so than a TRUNCATE's new files.
+        await connection.execute(
+            ";".join(f"DELETE FROM {table}" for table in _TABLES.replace(" ", "").split(","))
+        )
     finally:
         await connection.close()
     return url

@@ -38,7 +38,12 @@ async def migrate(url: str) -> int:
 
 
 async def apply_migrations(connection: asyncpg.Connection) -> int:
-    """`migrate` on an open connection (the stores' own first one)."""
+    """`migrate` on an open connection (the stores' own first one). A database already at this
+    version (every start but the first) is answered without the lock."""
+    if await connection.fetchval("SELECT to_regclass('schema_version') IS NOT NULL"):
+        current = await schema_version(connection)
+        if current >= LATEST_VERSION:
+            return current
     await connection.execute("SELECT pg_advisory_lock($1)", MIGRATION_LOCK)
     try:
         await connection.execute(
