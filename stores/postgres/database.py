@@ -117,3 +117,8 @@ class Database:
                 await asyncio.wait_for(pool.close(), self.command_timeout_s)
             except (TimeoutError, OSError, asyncpg.InterfaceError):
                 pool.terminate()
+
+
+def rows_affected(status: object) -> int:
+    """The row count of a command's status (`"UPDATE 3"`, `"DELETE 0"`)."""
+    return int(str(status).rsplit(" ", 1)[-1])

@@ -69,17 +69,14 @@ def create_postgres_stores(
     """
     if not url.startswith(("postgresql://", "postgres://")):
         raise ValueError(
-            "DATABASE_URL must start with postgresql:// or postgres://"
-            f" (got {url.split(':')[0]!r})"
+            f"DATABASE_URL must start with postgresql:// or postgres:// (got {url.split(':')[0]!r})"
         )
     database = Database(url, pool_size=pool_size, command_timeout_s=command_timeout_s)
     sweep = ExpirySweep(database, interval_s=sweep_interval_s)
     database.on_open = sweep.start
     notifications = Notifications(url, command_timeout_s=command_timeout_s)
     return PostgresStores(
-        tasks=PostgresTaskStore(
-            database, notifications, ttl_s=ttl_s, journal_max=journal_max
-        ),
+        tasks=PostgresTaskStore(database, notifications, ttl_s=ttl_s, journal_max=journal_max),
         messages=PostgresMessageStore(database, ttl_s=ttl_s),
         checkpoints=PostgresCheckpointStore(database, ttl_s=ttl_s),
         leases=PostgresLeaseStore(database, notifications, ttl_s=ttl_s),

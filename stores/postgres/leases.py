@@ -17,7 +17,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 
 from stores.base import DEFAULT_TASK_TTL_S, LeaseStatus, LeaseStore, TaskRef
-from stores.postgres.database import Database
+from stores.postgres.database import Database, rows_affected
 from stores.postgres.notifications import CANCEL_CHANNEL, Notifications, task_payload
 
 # $1 owner, $2 task, $3 holder, $4 lease ttl s, $5 row ttl s. No row back: another holder has
@@ -49,12 +49,12 @@ WHERE l.owner = r.owner AND l.task_id = r.task_id AND l.holder = r.holder
 RETURNING l.owner, l.task_id, l.holder, l.cancel_requested
 """
 
-_CANCEL = """
+_CANCEL = f"""
 WITH flagged AS (
     UPDATE leases SET cancel_requested = true
     WHERE owner = $1 AND task_id = $2 AND holder IS NOT NULL AND expires_at > now()
 )
-SELECT pg_notify('""" + CANCEL_CHANNEL + """', $3)
+SELECT pg_notify('{CANCEL_CHANNEL}', $3)
 """
 
 _HEARTBEAT = """
@@ -169,7 +169,7 @@ class PostgresLeaseStore(LeaseStore):
                 " AND expires_at > now()",
                 process,
             )
-        return int(status.split()[-1])
+        return rows_affected(status)
 
     async def leave(self, process: str) -> None:
         async with self._db.connection() as connection:

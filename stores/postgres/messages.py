@@ -17,17 +17,24 @@ from __future__ import annotations
 
 import asyncpg
 
-from stores.base import DEFAULT_TASK_TTL_S, ClaimHolder, ContextFence, Fence, LeaseLost, MessageStore
+from stores.base import (
+    DEFAULT_TASK_TTL_S,
+    ClaimHolder,
+    ContextFence,
+    Fence,
+    LeaseLost,
+    MessageStore,
+)
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
-from stores.postgres.database import Database
+from stores.postgres.database import Database, rows_affected
 
 _LIVE = "owner = $1 AND context_id = $2 AND expires_at > now()"
 
-_WINDOW = """
+_WINDOW = f"""
 SELECT message FROM messages
 WHERE owner = $1 AND context_id = $2
-  AND EXISTS (SELECT 1 FROM conversations WHERE """ + _LIVE + """)
+  AND EXISTS (SELECT 1 FROM conversations WHERE {_LIVE})
 ORDER BY seq DESC LIMIT $3
 """
 
@@ -238,7 +245,7 @@ class PostgresMessageStore(MessageStore):
                 fence.epoch if fence is not None else None,
                 self._ttl_s,
             )
-        return status.endswith(" 1")
+        return rows_affected(status) == 1
 
     async def release(
         self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None

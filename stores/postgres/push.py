@@ -7,7 +7,7 @@ import builtins
 
 from stores.base import PushConfigStore
 from stores.models import PushConfig
-from stores.postgres.database import Database
+from stores.postgres.database import Database, rows_affected
 
 _LIVE = "owner = $1 AND task_id = $2 AND expires_at > now()"
 
@@ -42,9 +42,7 @@ class PostgresPushConfigStore(PushConfigStore):
     async def put(self, config: PushConfig, *, owner: str) -> None:
         stored = config.model_dump_json(by_alias=True, exclude_none=True).encode()
         async with self._db.connection() as connection:
-            await connection.execute(
-                _PUT, owner, config.task_id, config.id, stored, self._ttl_s
-            )
+            await connection.execute(_PUT, owner, config.task_id, config.id, stored, self._ttl_s)
 
     async def get(self, task_id: str, config_id: str, *, owner: str) -> PushConfig | None:
         async with self._db.connection() as connection:
@@ -71,7 +69,7 @@ class PostgresPushConfigStore(PushConfigStore):
                 task_id,
                 config_id,
             )
-        return status != "DELETE 0"
+        return rows_affected(status) > 0
 
     async def cursor(self, task_id: str, *, owner: str) -> int:
         async with self._db.connection() as connection:

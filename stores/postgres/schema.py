@@ -34,7 +34,7 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at timestamptz NOT NULL,
         PRIMARY KEY (owner, task_id)
     );
-    -- ListTasks reads one page of one of these, backwards from a keyset cursor (status_ms, task_id).
+    -- ListTasks reads a page of one of these backwards from a keyset cursor (status_ms, task_id).
     CREATE INDEX tasks_by_time ON tasks (owner, status_ms, task_id);
     CREATE INDEX tasks_by_state ON tasks (owner, state, status_ms, task_id);
     CREATE INDEX tasks_by_context ON tasks (owner, context_id, status_ms, task_id);

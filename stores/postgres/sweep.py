@@ -19,7 +19,7 @@ import uuid
 import asyncpg
 
 from stores.errors import StoreError
-from stores.postgres.database import Database
+from stores.postgres.database import Database, rows_affected
 from stores.postgres.schema import EXPIRING_TABLES
 
 logger = logging.getLogger(__name__)
@@ -95,7 +95,7 @@ class ExpirySweep:
         deleted = 0
         for _ in range(self._batches_max):
             status = await connection.execute(statement, self._batch)
-            count = int(status.split()[-1])
+            count = rows_affected(status)
             deleted += count
             if count < self._batch:
                 break

@@ -59,7 +59,7 @@ FOR UPDATE
 
 # $1 owner, $2 task, $3 the last position before, $4 the events, $5 the writer's epoch, $6 the
 # event id, $7 ttl s, $8 the notification's payload [, the snapshot's fields].
-_APPEND = """
+_APPEND = f"""
 WITH entries AS (
     INSERT INTO journal (owner, task_id, position, event, epoch)
     SELECT $1, $2, $3 + n, event, $5 FROM unnest($4::bytea[]) WITH ORDINALITY AS e(event, n)
@@ -70,10 +70,10 @@ WITH entries AS (
         last_event_position = CASE WHEN $6::text IS NULL THEN last_event_position
                                    ELSE $3 + cardinality($4::bytea[]) END,
         expires_at = now() + make_interval(secs => $7)
-        {snapshot}
+        {{snapshot}}
     WHERE owner = $1 AND task_id = $2
 )
-SELECT pg_notify('""" + JOURNAL_CHANNEL + """', $8)
+SELECT pg_notify('{JOURNAL_CHANNEL}', $8)
 """
 _NO_SNAPSHOT = _APPEND.format(snapshot="")
 _WITH_SNAPSHOT = _APPEND.format(
