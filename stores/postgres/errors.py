@@ -37,6 +37,8 @@ class _PostgresAvailable:
     ) -> None:
         if exc is None or isinstance(exc, StoreError):
             return
+        if isinstance(exc, ValueError):  # an argument the driver cannot encode: a defect
+            raise StoreError(f"a store command's argument was refused: {exc}") from exc
         if isinstance(exc, _UNREACHABLE):
             raise StoreUnavailable(f"PostgreSQL is unavailable: {type(exc).__name__}") from exc
         if isinstance(exc, asyncpg.PostgresError):

@@ -22,7 +22,7 @@ from typing import Any
 
 import asyncpg
 
-from stores.base import TaskPage, TaskQuery
+from stores.base import InvalidPageToken, TaskPage, TaskQuery
 from stores.codec import load_task
 from stores.models import Task
 from stores.paging import decode_cursor, encode_cursor
@@ -30,6 +30,8 @@ from stores.paging import decode_cursor, encode_cursor
 logger = logging.getLogger(__name__)
 
 COUNT_MAX = 10_000
+
+_BIGINT_MIN, _BIGINT_MAX = -(2**63), 2**63 - 1
 
 _EPOCH = datetime(1970, 1, 1, tzinfo=UTC)
 
@@ -46,20 +48,10 @@ def status_ms(moment: datetime) -> int:
 
 
 async def list_tasks(connection: asyncpg.Connection, query: TaskQuery, *, owner: str) -> TaskPage:
-    cursor = decode_cursor(query.page_token) if query.page_token else None
-    where, args = _matching(query, owner)
-    page_args = list(args)
-    page_where = where
-    if cursor is not None:
-        page_args += [cursor[0], cursor[1]]
-        page_where += f" AND (status_ms, task_id) < (${len(args) + 1}, ${len(args) + 2})"
-    page_args.append(query.page_size + 1)
-    rows = await connection.fetch(
-        f"SELECT task_id, status_ms, snapshot FROM tasks WHERE {page_where}"
-        f" ORDER BY status_ms DESC, task_id DESC LIMIT ${len(page_args)}",
-        *page_args,
-    )
-    total = await _total(connection, where, args)
+    statement, args = page_statement(query, owner=owner)
+    rows = await connection.fetch(statement, *args)
+    where, matching = _matching(query, owner)
+    total = await _total(connection, where, matching)
     page = rows[: query.page_size]
     more = len(rows) > query.page_size
     token = encode_cursor(page[-1]["status_ms"], page[-1]["task_id"]) if more and page else ""
@@ -75,6 +67,23 @@ async def list_tasks(connection: asyncpg.Connection, query: TaskQuery, *, owner:
                 type(exc).__name__,
             )
     return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+
+
+def page_statement(query: TaskQuery, *, owner: str) -> tuple[str, builtins.list[Any]]:
+    """The statement that reads a page (one more row than the page: is there a next one?)."""
+    cursor = decode_cursor(query.page_token) if query.page_token else None
+    where, args = _matching(query, owner)
+    if cursor is not None:
+        if not _BIGINT_MIN <= cursor[0] <= _BIGINT_MAX:
+            raise InvalidPageToken(f"invalid page token {query.page_token!r}")
+        args += [cursor[0], cursor[1]]
+        where += f" AND (status_ms, task_id) < (${len(args) - 1}, ${len(args)})"
+    args.append(query.page_size + 1)
+    statement = (
+        f"SELECT task_id, status_ms, snapshot FROM tasks WHERE {where}"
+        f" ORDER BY status_ms DESC, task_id DESC LIMIT ${len(args)}"
+    )
+    return statement, args
 
 
 def _matching(query: TaskQuery, owner: str) -> tuple[str, builtins.list[Any]]:

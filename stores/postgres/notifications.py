@@ -104,9 +104,9 @@ class Notifications:
                     raise
             connection.add_termination_listener(self._on_lost)
             self._connection = connection
+            # No waiter to wake: each one reads after its `listening()`, and those that read
+            # under a lost connection were woken when it was lost.
             self._watch = asyncio.create_task(self._watch_connection(connection))
-            # Waiters that registered while no connection listened may have missed a commit.
-            self._wake_all()
 
     def _on_journal(self, connection: object, pid: int, channel: str, payload: object) -> None:
         key = _task_of(str(payload))
