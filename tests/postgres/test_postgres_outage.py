@@ -53,9 +53,7 @@ async def test_a_silent_server_is_unavailable_within_the_command_timeout(
 ) -> None:
     stores = replicas(url=f"postgresql://postgres@127.0.0.1:{silent_port}/x", command_timeout_s=0.5)
     await _unavailable_within(stores.tasks.get("t1", owner="alice"), 2)
-    await _unavailable_within(
-        stores.tasks.read("t1", owner="alice", after=0, timeout_s=30), 2
-    )
+    await _unavailable_within(stores.tasks.read("t1", owner="alice", after=0, timeout_s=30), 2)
 
 
 async def _terminate_connections(database: str) -> int:
