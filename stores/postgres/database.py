@@ -46,24 +46,33 @@ class Database:
         self.command_timeout_s = command_timeout_s
         self._pool_size = pool_size
         self._pool: asyncpg.Pool | None = None
-        self._lock: asyncio.Lock | None = None
+        self._opening: asyncio.Future[asyncpg.Pool] | None = None
         self.on_open = on_open
         self._closed = False
 
     async def pool(self) -> asyncpg.Pool:
+        """The pool; callers that come while it is being opened share that one attempt (so
+        during an outage each fails within one attempt's timeout, not one per caller before
+        it), and a failed attempt is made again by the next caller."""
         pool = self._pool
         if pool is not None:
             return pool
         if self._closed:
             raise StoreUnavailable("the PostgreSQL stores are closed")
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._pool is None:
-                self._pool = await self._open()
-                if self.on_open is not None:
-                    self.on_open()
-            return self._pool
+        opening = self._opening
+        if opening is None or opening.done():
+            opening = self._opening = asyncio.ensure_future(self._open_once())
+        return await asyncio.shield(opening)
+
+    async def _open_once(self) -> asyncpg.Pool:
+        pool = await self._open()
+        if self._closed:  # closed while it opened
+            pool.terminate()
+            raise StoreUnavailable("the PostgreSQL stores are closed")
+        self._pool = pool
+        if self.on_open is not None:
+            self.on_open()
+        return pool
 
     async def _open(self) -> asyncpg.Pool:
         timeout = self.command_timeout_s
@@ -111,6 +120,10 @@ class Database:
 
     async def aclose(self) -> None:
         self._closed = True
+        opening, self._opening = self._opening, None
+        if opening is not None and not opening.done():
+            opening.cancel()
+            await asyncio.wait([opening])
         pool, self._pool = self._pool, None
         if pool is not None:
             try:

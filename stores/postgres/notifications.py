@@ -64,7 +64,7 @@ class Notifications:
         self._waiters: dict[tuple[str, str], set[asyncio.Future[None]]] = {}
         self._cancel_queues: set[asyncio.Queue[TaskRef]] = set()
         self._connection: asyncpg.Connection | None = None
-        self._lock: asyncio.Lock | None = None
+        self._connecting: asyncio.Future[None] | None = None
         self._watch: asyncio.Task[None] | None = None
         self._closed = False
 
@@ -84,29 +84,34 @@ class Notifications:
                     del self._waiters[key]
 
     async def listening(self) -> None:
-        """Make sure the connection listens (StoreUnavailable if it cannot be opened)."""
+        """Make sure the connection listens (StoreUnavailable if it cannot be opened). Callers
+        that come while it is being opened share that attempt."""
         if self._connection is not None and not self._connection.is_closed():
             return
         if self._closed:
             raise StoreUnavailable("the PostgreSQL stores are closed")
-        if self._lock is None:
-            self._lock = asyncio.Lock()
-        async with self._lock:
-            if self._connection is not None and not self._connection.is_closed():
-                return
-            with postgres_available():
-                connection = await asyncpg.connect(self._url, timeout=self._timeout_s)
-                try:
-                    await connection.add_listener(JOURNAL_CHANNEL, self._on_journal)
-                    await connection.add_listener(CANCEL_CHANNEL, self._on_cancel)
-                except BaseException:
-                    connection.terminate()
-                    raise
-            connection.add_termination_listener(self._on_lost)
-            self._connection = connection
-            # No waiter to wake: each one reads after its `listening()`, and those that read
-            # under a lost connection were woken when it was lost.
-            self._watch = asyncio.create_task(self._watch_connection(connection))
+        connecting = self._connecting
+        if connecting is None or connecting.done():
+            connecting = self._connecting = asyncio.ensure_future(self._listen())
+        await asyncio.shield(connecting)
+
+    async def _listen(self) -> None:
+        with postgres_available():
+            connection = await asyncpg.connect(self._url, timeout=self._timeout_s)
+            try:
+                await connection.add_listener(JOURNAL_CHANNEL, self._on_journal)
+                await connection.add_listener(CANCEL_CHANNEL, self._on_cancel)
+            except BaseException:
+                connection.terminate()
+                raise
+        if self._closed:
+            connection.terminate()
+            raise StoreUnavailable("the PostgreSQL stores are closed")
+        connection.add_termination_listener(self._on_lost)
+        self._connection = connection
+        # No waiter to wake: each one reads after its `listening()`, and those that read
+        # under a lost connection were woken when it was lost.
+        self._watch = asyncio.create_task(self._watch_connection(connection))
 
     def _on_journal(self, connection: object, pid: int, channel: str, payload: object) -> None:
         key = _task_of(str(payload))
@@ -172,6 +177,10 @@ class Notifications:
 
     async def aclose(self) -> None:
         self._closed = True
+        connecting, self._connecting = self._connecting, None
+        if connecting is not None and not connecting.done():
+            connecting.cancel()
+            await asyncio.wait([connecting])
         watch, self._watch = self._watch, None
         if watch is not None:
             watch.cancel()

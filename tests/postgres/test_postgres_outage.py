@@ -56,6 +56,20 @@ async def test_a_silent_server_is_unavailable_within_the_command_timeout(
     await _unavailable_within(stores.tasks.read("t1", owner="alice", after=0, timeout_s=30), 2)
 
 
+async def test_callers_during_an_outage_share_one_connection_attempt(
+    replicas: Replicas, silent_port: int
+) -> None:
+    """Twenty requests at once on a silent server all fail within about one command timeout:
+    they wait for the same attempt to connect, not for each other's in turn."""
+    stores = replicas(url=f"postgresql://postgres@127.0.0.1:{silent_port}/x", command_timeout_s=0.5)
+    started = time.monotonic()
+    results = await asyncio.gather(
+        *(stores.tasks.get(f"t{i}", owner="alice") for i in range(20)), return_exceptions=True
+    )
+    assert all(isinstance(result, StoreUnavailable) for result in results), results
+    assert time.monotonic() - started < 2
+
+
 async def _terminate_connections(database: str) -> int:
     admin = await asyncpg.connect(database)
     try:
