@@ -1,6 +1,7 @@
 """The stores of each backend wired as the server wires them (the task and checkpoint stores check
 fences against the lease store): one set in memory, one on the real Redis under a prefix of its
-own, one on a real Redis Cluster. The `backend` fixture (tests/unit/conftest.py) runs a test on both."""
+own, one on a real Redis Cluster, one on PostgreSQL (tests/postgres_stores.py). The `backend` fixture
+(tests/unit/conftest.py) runs a test on each."""
 
 from __future__ import annotations
 
@@ -20,6 +21,7 @@ from stores.redis.leases import RedisLeaseStore
 from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
 from stores.sqlite.factory import SQLiteStores, create_sqlite_stores
+from tests.postgres_stores import postgres_stores
 from tests.redis_cluster import cluster_stores_client
 
 REDIS_URL = "redis://127.0.0.1:6379/0"
@@ -33,6 +35,7 @@ class Backend:
     leases: LeaseStore
     redis: Redis | None = None
     prefix: str = ""
+    postgres: Any = None  # the PostgresStores, for a test that reads its rows
 
 
 @contextlib.asynccontextmanager
@@ -83,3 +86,12 @@ async def sqlite_stores(**options: Any) -> AsyncIterator[SQLiteStores]:
 async def sqlite_backend() -> AsyncIterator[Backend]:
     async with sqlite_stores() as stores:
         yield Backend(stores.tasks, stores.messages, stores.checkpoints, stores.leases)
+
+
+@contextlib.asynccontextmanager
+async def postgres_backend() -> AsyncIterator[Backend]:
+    """On the test process's PostgreSQL database, emptied first (tests/postgres_stores.py)."""
+    async with postgres_stores() as stores:
+        yield Backend(
+            stores.tasks, stores.messages, stores.checkpoints, stores.leases, postgres=stores
+        )

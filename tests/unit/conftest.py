@@ -6,7 +6,7 @@ from collections.abc import AsyncIterator
 
 import pytest
 
-from .backends import Backend, memory_backend, redis_backend, sqlite_backend
+from .backends import Backend, memory_backend, postgres_backend, redis_backend, sqlite_backend
 from .scripted_llm import ScriptedLLM
 
 
@@ -24,6 +24,7 @@ def llm():
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-cluster", marks=pytest.mark.redis),
         pytest.param("sqlite", marks=pytest.mark.sqlite),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
@@ -32,6 +33,8 @@ async def backend(request: pytest.FixtureRequest) -> AsyncIterator[Backend]:
         stores = memory_backend()
     elif request.param == "sqlite":
         stores = sqlite_backend()
+    elif request.param == "postgres":
+        stores = postgres_backend()
     else:
         stores = redis_backend(cluster=request.param == "redis-cluster")
     async with stores as backend:

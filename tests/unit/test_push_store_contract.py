@@ -13,6 +13,7 @@ from stores.base import PushConfigStore
 from stores.memory import InMemoryPushConfigStore
 from stores.models import PushAuthentication, PushConfig
 from stores.redis.push import RedisPushConfigStore
+from tests.postgres_stores import postgres_stores
 from tests.redis_cluster import cluster_stores_client
 
 from .backends import sqlite_stores
@@ -26,6 +27,7 @@ REDIS_URL = "redis://127.0.0.1:6379/0"
         pytest.param("redis", marks=pytest.mark.redis),
         pytest.param("redis-cluster", marks=pytest.mark.redis),
         pytest.param("sqlite", marks=pytest.mark.sqlite),
+        pytest.param("postgres", marks=pytest.mark.postgres),
     ]
 )
 async def pushes(request) -> AsyncIterator[PushConfigStore]:
@@ -34,6 +36,10 @@ async def pushes(request) -> AsyncIterator[PushConfigStore]:
         return
     if request.param == "sqlite":
         async with sqlite_stores() as stores:
+            yield stores.pushes
+        return
+    if request.param == "postgres":
+        async with postgres_stores(ttl_s=60) as stores:
             yield stores.pushes
         return
     prefix = f"a2a-test-{uuid.uuid4().hex}"

@@ -54,6 +54,7 @@ from stores.redis.messages import RedisMessageStore
 from stores.redis.tasks import RedisTaskStore
 from stores.sqlite.factory import SQLiteStores
 from stores.tenants import tenant_owner
+from tests.postgres_stores import postgres_stores
 from tests.redis_cluster import cluster_stores_client
 
 from .backends import sqlite_stores
@@ -148,11 +149,25 @@ async def _sqlite(pick: Callable[[SQLiteStores], Any]) -> AsyncIterator[Any]:
 TASK_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.tasks)
 MESSAGE_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.messages)
 CHECKPOINT_STORE_BACKENDS["sqlite"] = lambda: _sqlite(lambda stores: stores.checkpoints)
+
+
+@contextlib.asynccontextmanager
+async def _postgres(pick: Callable[[Any], Any]) -> AsyncIterator[Any]:
+    """A PostgreSQL store, on the test process's database emptied first."""
+    async with postgres_stores() as stores:
+        yield pick(stores)
+
+
+TASK_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.tasks)
+MESSAGE_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.messages)
+CHECKPOINT_STORE_BACKENDS["postgres"] = lambda: _postgres(lambda stores: stores.checkpoints)
+
 BACKENDS = [
     "memory",
     pytest.param("redis", marks=pytest.mark.redis),
     pytest.param("redis-cluster", marks=pytest.mark.redis),
     pytest.param("sqlite", marks=pytest.mark.sqlite),
+    pytest.param("postgres", marks=pytest.mark.postgres),
 ]
 
 

@@ -1,0 +1,56 @@
+"""The schema is migrated forward, once, whoever migrates first: `migrate(url)` (what
+`a2a-server migrate` runs) and the stores' own first connection."""
+
+from __future__ import annotations
+
+import asyncio
+
+import asyncpg
+
+from stores.models import Task, TaskState, TaskStatus
+from stores.postgres.factory import create_postgres_stores
+from stores.postgres.migrations import migrate
+from stores.postgres.schema import LATEST_VERSION
+from tests.databases import create_database, drop_database
+
+
+async def _versions(url: str) -> list[int]:
+    connection = await asyncpg.connect(url)
+    try:
+        rows = await connection.fetch("SELECT version FROM schema_version ORDER BY version")
+    finally:
+        await connection.close()
+    return [row["version"] for row in rows]
+
+
+async def test_migrate_is_idempotent() -> None:
+    url = await create_database()
+    try:
+        assert await migrate(url) == LATEST_VERSION
+        assert await migrate(url) == LATEST_VERSION
+        assert await _versions(url) == list(range(1, LATEST_VERSION + 1))
+    finally:
+        await drop_database(url)
+
+
+async def test_concurrent_migrations_end_at_one_version() -> None:
+    url = await create_database()
+    try:
+        results = await asyncio.gather(*(migrate(url) for _ in range(6)))
+        assert results == [LATEST_VERSION] * 6
+        assert await _versions(url) == list(range(1, LATEST_VERSION + 1)), "applied twice"
+    finally:
+        await drop_database(url)
+
+
+async def test_the_stores_migrate_an_empty_database_on_first_use() -> None:
+    url = await create_database()
+    stores = create_postgres_stores(url, pool_size=2)
+    try:
+        task = Task(id="t1", context_id="c", status=TaskStatus(state=TaskState.SUBMITTED))
+        await stores.tasks.create(task, owner="alice")
+        assert (await stores.tasks.get("t1", owner="alice")) is not None
+        assert await _versions(url) == list(range(1, LATEST_VERSION + 1))
+    finally:
+        await stores.aclose()
+        await drop_database(url)
