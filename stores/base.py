@@ -14,6 +14,7 @@ from stores.chunks import ChunkSink, WriteRetry
 from stores.errors import (
     InvalidPageToken,
     LeaseLost,
+    PositionConflict,
     StateConflict,
     StoreError,
     StoreFull,
@@ -40,6 +41,7 @@ __all__ = [  # the errors and write values live in their own modules; imported f
     "LeaseStatus",
     "LeaseStore",
     "MessageStore",
+    "PositionConflict",
     "PushConfigStore",
     "StateConflict",
     "StoreError",
@@ -98,6 +100,13 @@ class TaskStore(ABC):
     position, also the task's generation counter), and a snapshot records the position it reflects.
     So a reader that takes a snapshot and then reads the journal after its position sees every
     event exactly once: no gap, no duplicate.
+
+    Generations (A2A 1.1) are this numbering, nothing stored beside it: a task's generation is
+    its last journal position (every journal event is one mutation of the task), the `Task` of
+    a record is at `record.position`, an event's generation is its position. So every backend
+    must keep positions consecutive per task, never reused (a trimmed journal drops old
+    entries, not numbers), and the same on every replica; `JournalWrite.if_position` compares
+    against the last position in the publish's atomic step.
     """
 
     @abstractmethod
@@ -132,7 +141,9 @@ class TaskStore(ABC):
     @abstractmethod
     async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         """Append `write.event` (with what goes with it, see `JournalWrite`) to the journal in
-        one atomic step and return its position. Raises TaskGone if the task does not exist."""
+        one atomic step and return its position. Raises TaskGone if the task does not exist;
+        LeaseLost, PositionConflict, StateConflict (in that order of checks) when the write's
+        fence, `if_position` or `if_state` refuse it, writing nothing."""
 
     @abstractmethod
     async def publish_chunks(

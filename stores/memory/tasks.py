@@ -17,6 +17,7 @@ from stores.base import (
     ChunkSink,
     Fence,
     JournalWrite,
+    PositionConflict,
     StateConflict,
     StoreFull,
     TaskGone,
@@ -205,6 +206,8 @@ class InMemoryTaskStore(TaskStore):
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=write.fence)
         if stored is None:
             return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
+        if write.if_position is not None and stored.position != write.if_position:
+            raise PositionConflict(task_id, expected=write.if_position, current=stored.position)
         if write.if_state is not None and stored.state != write.if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {write.if_state}")
         if write.chunks:
