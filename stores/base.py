@@ -6,7 +6,7 @@ import builtins
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Protocol
 
@@ -79,6 +79,9 @@ class TaskPage:
     tasks: list[Task]
     next_page_token: str
     total_size: int
+    positions: list[int] = field(default_factory=list)
+    """The journal position each task's snapshot reflects (its A2A 1.1 generation), in the order
+    of `tasks`: every store fills it (a page without it is listed without generations)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -194,12 +194,17 @@ class InMemoryTaskStore(TaskStore):
         more = start + query.page_size < len(matching)
         token = encode_cursor(page[-1][0], page[-1][1]) if more and page else ""
         tasks: builtins.list[Task] = []
+        positions: builtins.list[int] = []
         for _, task_id, stored in page:
             try:
                 tasks.append(stored.task(task_id))
             except TaskUnreadable:  # one unreadable task must not fail the whole list
                 logger.warning("task_id=<%s> | left out of a task list: cannot be read", task_id)
-        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
+                continue
+            positions.append(stored.snapshot_position)
+        return TaskPage(
+            tasks=tasks, next_page_token=token, total_size=len(matching), positions=positions
+        )
 
     async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         event_id = write.event_id

@@ -10,7 +10,14 @@ import uuid
 
 import pytest
 
-from stores.base import Fence, JournalWrite, LeaseLost, PositionConflict, StateConflict
+from stores.base import (
+    Fence,
+    JournalWrite,
+    LeaseLost,
+    PositionConflict,
+    StateConflict,
+    TaskQuery,
+)
 from stores.codec import dump_event
 from stores.models import TaskState
 
@@ -168,3 +175,23 @@ async def test_of_writers_expecting_the_same_position_exactly_one_wins(
     refused = [o for o in outcomes if isinstance(o, PositionConflict)]
     assert len(refused) == 7
     assert {exc.current for exc in refused} == {2}
+
+
+async def test_a_list_gives_each_task_the_position_its_snapshot_reflects(
+    backend: Backend, owner: str
+) -> None:
+    """ListTasks' generations: the same positions `get` gives."""
+    first, second = make_task(), make_task()
+    for task in (first, second):
+        await backend.tasks.create(task, owner=owner)
+    await backend.tasks.publish(first.id, JournalWrite(chunk_event(first, "a")), owner=owner)
+    working = with_state(first, TaskState.WORKING)
+    await backend.tasks.publish(
+        first.id,
+        JournalWrite(status_event(first, TaskState.WORKING), snapshot=working),
+        owner=owner,
+    )
+    await backend.tasks.publish(first.id, JournalWrite(chunk_event(first, "b")), owner=owner)
+    page = await backend.tasks.list(TaskQuery(), owner=owner)
+    listed = dict(zip([task.id for task in page.tasks], page.positions, strict=True))
+    assert listed == {first.id: 3, second.id: 1}
