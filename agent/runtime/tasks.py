@@ -322,8 +322,8 @@ class TaskLifecycle:
         """A message on an existing task: only an interrupted task (waiting for input) takes one.
 
         With `if_generation` the answer is taken only at that generation: refused at once when
-        the snapshot says otherwise (an interrupted or ended task's snapshot is its last event),
-        and checked again, atomically, by the compare-and-set that takes it (`if_position`)."""
+        the snapshot says otherwise, and checked again, atomically, by the compare-and-set that
+        takes it (`if_position`)."""
         message = request.message
         assert message.task_id is not None
         record = await self.get(message.task_id, owner=owner)
@@ -335,8 +335,13 @@ class TaskLifecycle:
                 task_id=task.id,
             )
         state = task.status.state
-        if expected is not None and not state.is_active and record.position != expected:
-            raise GenerationMismatch(task.id, expected=expected, current=record.position)
+        # A snapshot past `expected` is a task past it; an active task's snapshot may lag its
+        # journal (chunks, progress), an interrupted or ended task's is its last event.
+        position = record.position
+        if expected is not None and (
+            position > expected or (position != expected and not state.is_active)
+        ):
+            raise GenerationMismatch(task.id, expected=expected, current=position)
         if state.is_terminal:
             raise TaskNotWaiting(
                 f"Task {task.id!r} is in terminal state {state.value}; start a new task instead",

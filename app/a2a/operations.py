@@ -6,12 +6,10 @@ from the body, the path and the query string.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
@@ -22,6 +20,7 @@ from app.a2a.generations import (
     generation_param,
 )
 from app.a2a.limits import RequestLimits
+from app.a2a.push_params import check_push_url, render_push_config
 from app.a2a.versions import Generation
 from app.a2a.wire import (
     ListTasksParams,
@@ -129,47 +128,6 @@ def _render_stored(task: Task, *, where: str, **shaping: Any) -> JsonObject | No
 
 
 _NO_PUSH = "This agent does not send push notifications"
-
-
-def render_push_config(config: PushConfig) -> JsonObject:
-    """A stored config as the 1.0 TaskPushNotificationConfig (flat)."""
-    return config.model_dump(
-        mode="json", by_alias=True, exclude_none=True, exclude={"generation", "task_generations"}
-    )
-
-
-def check_push_url(url: str, policy: OutboundPolicy) -> None:
-    """A webhook URL must be http(s) with a host, and not name a loopback, private, link-local
-    or metadata address (or `localhost`) unless A2A_PUSH_ALLOWED_HOSTS allows it: -32602 naming
-    `url`. No DNS here (a name is checked where it is resolved, at delivery, by the guard)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError as exc:
-        raise InvalidParamsError(f"url {url!r} is not a URL: {exc}", field="url") from exc
-    if parts.scheme not in ("http", "https") or not host:
-        raise InvalidParamsError(
-            f"url {url!r} must be an http or https URL with a host", field="url"
-        )
-    if policy.allows_name(host):
-        return
-    if host == "localhost" or host.endswith(".localhost"):
-        raise InvalidParamsError(
-            f"url {url!r} names this server's own host; webhooks must be reachable addresses"
-            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
-            field="url",
-        )
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return
-    reason = policy.refusal(host, address)
-    if reason is not None:
-        raise InvalidParamsError(
-            f"url {url!r} is refused: the address is {reason}"
-            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
-            field="url",
-        )
 
 
 def _configuration(params: JsonObject) -> JsonObject | None:
