@@ -432,3 +432,66 @@ def test_of_two_answers_at_the_same_generation_exactly_one_is_taken(
         refused = [b["error"]["code"] for b in bodies if "error" in b]
         assert refused == [-32010], bodies
     assert len(accepted) == 1, bodies
+
+
+# --- the client -------------------------------------------------------------------------------
+
+
+def test_the_cli_speaks_11_and_get_wait_long_polls(server, http, fake_llm, marker):
+    """`a2a get --wait` on a task that waits: it returns once the task is answered, at once,
+    woken by the long poll (not after a poll interval), with the task at its new generation."""
+    import subprocess
+    import sys
+    from pathlib import Path
+
+    task = waiting_task(http, fake_llm, marker)
+    # The CLI of this tree (the venv's `a2a` script may be another checkout's).
+    a2a = [sys.executable, "-c", "import sys; from app.client.cli import main; sys.exit(main())"]
+    root = str(Path(__file__).resolve().parents[2])
+    # The task waits for input: --wait returns at once for it; answer, then wait for the end.
+    params = answer(task, marker, returnImmediately=True)
+    waiting = subprocess.Popen(
+        [*a2a, "get", server.url, task["id"], "--wait", "--json"],
+        cwd=root,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
+    out, err = waiting.communicate(timeout=30)
+    assert waiting.returncode == 0, err
+    assert json.loads(out)["generation"] == task["generation"]  # 1.1: it carries generations
+    sent_task(send(http, "rest", params), "rest")
+    done = subprocess.run(
+        [*a2a, "get", server.url, task["id"], "--wait", "--json"],
+        cwd=root,
+        capture_output=True,
+        text=True,
+        timeout=30,
+    )
+    assert done.returncode == 0, done.stderr
+    final = json.loads(done.stdout)
+    assert final["status"]["state"] == "TASK_STATE_COMPLETED"
+    assert int(final["generation"]) > int(task["generation"])
+
+
+async def test_the_client_long_polls_and_reads_the_task_again_after_a_gap(server, http, fake_llm):
+    from app.client.a2a_client import A2AClient
+    from app.client.generations import GapWatcher
+
+    async with httpx.AsyncClient(trust_env=False, timeout=30) as client:
+        agent = await A2AClient.connect(client, server.url, binding="HTTP+JSON")
+        assert agent.task_generations and agent.endpoint.binding == "HTTP+JSON"
+        marker = new_id("gap-")
+        task = waiting_task(http, fake_llm, marker)
+        started = time.monotonic()
+        got = await agent.get_task(task["id"], current_generation=int(task["generation"]))
+        assert time.monotonic() - started >= LONG_POLL_S - 0.2  # held: the task did not move
+        assert got["generation"] == task["generation"]
+    gaps = GapWatcher()
+    assert [gaps.missed({"generation": g}) for g in ("1", "2", "4", "5")] == [
+        False,
+        False,
+        True,
+        False,
+    ]
+    assert not gaps.missed({"generation": "5"}) and not gaps.trusted  # a repeat: not trusted
