@@ -6,8 +6,7 @@ import builtins
 import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
-from dataclasses import dataclass, field
-from datetime import datetime
+from dataclasses import dataclass
 from typing import Protocol
 
 from stores.chunks import ChunkSink, WriteRetry
@@ -23,7 +22,8 @@ from stores.errors import (
     TaskUnreadable,
     TaskVoided,
 )
-from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord, TaskState
+from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord
+from stores.pages import TaskPage, TaskQuery
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.writes import ContextFence, Fence, JournalWrite
 
@@ -63,25 +63,6 @@ ANONYMOUS = "anonymous"
 
 DEFAULT_TASK_TTL_S = 7 * 24 * 3600
 """How long a task (and what belongs to it) is kept after it was last written: a week."""
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskQuery:
-    context_id: str | None = None
-    state: TaskState | None = None
-    status_after: datetime | None = None
-    page_size: int = 50
-    page_token: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskPage:
-    tasks: list[Task]
-    next_page_token: str
-    total_size: int
-    positions: list[int] = field(default_factory=list)
-    """The journal position each task's snapshot reflects (its A2A 1.1 generation), in the order
-    of `tasks`: every store fills it (a page without it is listed without generations)."""
 
 
 @dataclass(frozen=True, slots=True)

@@ -20,11 +20,11 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from agent.runtime.answers import check_generation, moved_past, settle
 from agent.runtime.errors import (
     AnswerRejected,
     ContextBusy,
     ContextMismatch,
-    GenerationMismatch,
     LeaseTaken,
     NoCheckpoint,
     TaskMovedOn,
@@ -42,7 +42,6 @@ from stores.base import (
     Fence,
     LeaseLost,
     MessageStore,
-    PositionConflict,
     PushConfigStore,
     StateConflict,
     StoreUnavailable,
@@ -335,13 +334,8 @@ class TaskLifecycle:
                 task_id=task.id,
             )
         state = task.status.state
-        # A snapshot past `expected` is a task past it; an active task's snapshot may lag its
-        # journal (chunks, progress), an interrupted or ended task's is its last event.
-        position = record.position
-        if expected is not None and (
-            position > expected or (position != expected and not state.is_active)
-        ):
-            raise GenerationMismatch(task.id, expected=expected, current=position)
+        if expected is not None:
+            check_generation(record, expected)
         if state.is_terminal:
             raise TaskNotWaiting(
                 f"Task {task.id!r} is in terminal state {state.value}; start a new task instead",
@@ -370,7 +364,8 @@ class TaskLifecycle:
                 except AnswerRejected as exc:
                     raise AnswerRejected(str(exc), task_id=task.id) from exc
                 except NoCheckpoint as exc:
-                    await self._settle(
+                    await settle(
+                        runner,
                         task,
                         TaskState.FAILED,
                         owner=owner,
@@ -381,7 +376,8 @@ class TaskLifecycle:
                     raise NoCheckpoint(_SAVED_TURN_GONE, task_id=task.id) from exc
                 task.history.append(message.model_copy(update={"context_id": task.context_id}))
                 # Compare-and-set out of the waiting state, under the lease: one answer wins.
-                position = await self._settle(
+                position = await settle(
+                    runner,
                     task,
                     TaskState.SUBMITTED,
                     owner=owner,
@@ -393,37 +389,6 @@ class TaskLifecycle:
                 runner.launch_resumed(start, task, checkpoint, awaited=awaited)
         except (LeaseTaken, LeaseLost) as exc:
             if expected is not None:  # another answer is being taken: say where it got to
-                await self._moved_past(task.id, expected, owner=owner, cause=exc)
+                await moved_past(self._tasks, task.id, expected, owner=owner, cause=exc)
             raise TaskMovedOn(task.id) from exc
         return TaskRecord(task=task, owner=owner, position=position)
-
-    async def _moved_past(
-        self, task_id: str, expected: int, *, owner: str, cause: Exception
-    ) -> None:
-        """Raise GenerationMismatch once the task's journal is past `expected` (the answer that
-        took the lease first is writing it); return if it is not within a moment."""
-        entries = await self._tasks.read(task_id, owner=owner, after=expected, timeout_s=1.0)
-        if entries:
-            raise GenerationMismatch(
-                task_id, expected=expected, current=entries[-1].position
-            ) from cause
-
-    async def _settle(
-        self,
-        task: Task,
-        state: TaskState,
-        *,
-        owner: str,
-        if_state: TaskState,
-        fence: Fence,
-        if_position: int | None = None,
-    ) -> int:
-        """Record a state change made here rather than by a running turn."""
-        try:
-            return await self._runner.record_state(
-                task, state, owner=owner, if_state=if_state, fence=fence, if_position=if_position
-            )
-        except PositionConflict as exc:
-            raise GenerationMismatch(task.id, expected=exc.expected, current=exc.current) from exc
-        except StateConflict as exc:
-            raise TaskMovedOn(task.id) from exc

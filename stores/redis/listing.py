@@ -383,19 +383,16 @@ def _pairs(reply: Any) -> builtins.list[tuple[int, str]]:
 
 
 def _render(scan: _Scan, page_size: int, total: int) -> TaskPage:
-    page = scan.matching[:page_size]
-    more = len(scan.matching) > page_size
+    page, more = scan.matching[:page_size], len(scan.matching) > page_size
     token = encode_cursor(page[-1][0], page[-1][1]) if more and page else ""
-    # One task that cannot be loaded must not fail every client's list: it is left out.
     tasks: builtins.list[Task] = []
-    positions: builtins.list[int] = []
+    positions: builtins.list[int] = []  # each task's generation
     for _, task_id, (raw, position) in page:
         try:
             tasks.append(load_task(raw))
-        except (ValueError, RecursionError, TypeError) as exc:
+            positions.append(int(position or 1))
+        except (ValueError, RecursionError, TypeError) as exc:  # left out: the list goes on
             _left_out(task_id, f"its snapshot cannot be loaded ({type(exc).__name__})")
-            continue
-        positions.append(int(position or 1))
     return TaskPage(tasks=tasks, next_page_token=token, total_size=total, positions=positions)
 
 
