@@ -78,6 +78,11 @@ class CallContext:
     """The raw SSE `Last-Event-ID` header: the last journal position the client saw."""
     protocol_version: str | None = None
     """`A2A-Version` (header, or the query parameter of that name); None when absent."""
+    task_generations: bool = False
+    """A2A 1.1's task generations are on: the version asked for is 1.1 or a later 1.x (every
+    Task and task event carries its `generation`; GetTask long-polls; a send may carry
+    `ifGenerationMatch`). Off for 1.0, for no version (today's payloads exactly), for 0.3, and
+    on gRPC (whose schema is 1.0's)."""
     requested_extensions: frozenset[str] = frozenset()
     """The extension URIs listed in `A2A-Extensions` (or 0.3's `X-A2A-Extensions`)."""
     activated_extensions: frozenset[str] = frozenset()
@@ -127,6 +132,7 @@ class CallContext:
             if listed or legacy
             else frozenset()
         )
+        protocol_version = version.strip() if version and version.strip() else None
         return cls(
             principal=principal,
             tenant=tenant,
@@ -135,12 +141,23 @@ class CallContext:
             trace_carrier=current_carrier()
             or {name: lower[name] for name in TRACE_HEADERS if name in lower},
             last_event_id=lower.get("last-event-id") or None,
-            protocol_version=version.strip() if version and version.strip() else None,
+            protocol_version=protocol_version,
+            task_generations=asks_task_generations(protocol_version),
             requested_extensions=requested,
             activated_extensions=activate(requested) if activate is not None else frozenset(),
             legacy_extensions_header=legacy is not None,
             base_url_of=base_url_of,
         )
+
+
+def asks_task_generations(version: str | None) -> bool:
+    """Whether an `A2A-Version` value names 1.1 or a later 1.x minor (served as 1.1, the newest
+    1.x this server knows, as a 1.2 was served as 1.0 before 1.1 existed)."""
+    if not version:
+        return False
+    major, _, minor = version.strip().partition(".")
+    minor = minor.split(".")[0]
+    return major == "1" and minor.isdigit() and int(minor) >= 1
 
 
 def parse_extensions(header: str) -> frozenset[str]:

@@ -242,6 +242,17 @@ class ExtendedAgentCardNotConfiguredError(A2AError):
     status = "FAILED_PRECONDITION"
 
 
+class TaskGenerationMismatchError(A2AError):
+    """A2A 1.1: a send's `ifGenerationMatch` is not the task's generation; ErrorInfo metadata
+    `taskId`, `expectedGeneration`, `currentGeneration` (decimal strings)."""
+
+    code = -32010
+    reason = "TASK_GENERATION_MISMATCH"
+    default_message = "Task generation mismatch"
+    http_status = 409
+    status = "ABORTED"
+
+
 def unreadable_task(task_id: str) -> TaskNotFoundError:
     """A task that is stored but cannot be loaded or rendered: for its client it is not accessible
     (TaskNotFound, as the spec words it: "not an existing or accessible task")."""
@@ -269,6 +280,7 @@ _FROM_RUNTIME: dict[type[TaskRuntimeError], type[A2AError]] = {
     runtime.TaskNotWaiting: UnsupportedOperationError,
     runtime.NoCheckpoint: UnsupportedOperationError,
     runtime.LeaseTaken: UnsupportedOperationError,
+    runtime.GenerationMismatch: TaskGenerationMismatchError,
     TaskRuntimeError: UnsupportedOperationError,  # any other refusal of an operation on a task
 }
 """The task runtime's refusals (agent/runtime/errors.py) on the wire: the runtime's message, and
@@ -276,6 +288,13 @@ the ids it carries as ErrorInfo metadata."""
 
 
 def from_runtime(exc: TaskRuntimeError) -> A2AError:
+    if isinstance(exc, runtime.GenerationMismatch):
+        return TaskGenerationMismatchError(
+            str(exc),
+            taskId=exc.task_id or "",
+            expectedGeneration=str(exc.expected),
+            currentGeneration=str(exc.current),
+        )
     wire = next(_FROM_RUNTIME[kind] for kind in type(exc).__mro__ if kind in _FROM_RUNTIME)
     ids = {"contextId": exc.context_id, "taskId": exc.task_id}
     return wire(str(exc), **{name: value for name, value in ids.items() if value is not None})

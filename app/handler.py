@@ -54,6 +54,8 @@ class SendRequest:
     """A webhook given with the message (its `task_id` is filled in once the task is known)."""
     extensions: frozenset[str] = frozenset()
     """The A2A extensions the request activated (the turn's hooks and tools read them)."""
+    if_generation: int | None = None
+    """A2A 1.1's `ifGenerationMatch` (None: none, or not served in 1.1)."""
 
 
 DirectReplier = Callable[[str, Message], Awaitable[str | None]]
@@ -126,6 +128,20 @@ class RequestHandler:
     async def get_task(self, task_id: str, *, owner: str) -> Task:
         return (await self.get_record(task_id, owner=owner)).task
 
+    async def get_record_past(
+        self, task_id: str, generation: int, *, owner: str, timeout_s: float
+    ) -> TaskRecord:
+        """A2A 1.1's long poll: the task once its generation is past `generation` (at once if it
+        already is), or as it stands after `timeout_s`, or at once when this server drains.
+        The wait holds a stream slot (A2A_MAX_STREAMS, and the principal's share of them)."""
+        record = await self.get_record(task_id, owner=owner)
+        if record.position > generation or timeout_s <= 0:
+            return record
+        self._drain.refuse_new_work()
+        with self._streams.held(owner), runtime_refusals():
+            past = await self._journal.until_past(record, generation, timeout_s=timeout_s)
+            return past if past is not None else await self._lifecycle.get(task_id, owner=owner)
+
     async def list_tasks(self, query: TaskQuery, *, owner: str) -> TaskPage:
         try:
             return await self._tasks.list(query, owner=owner)
@@ -133,6 +149,10 @@ class RequestHandler:
             raise InvalidParamsError(str(exc)) from exc
 
     async def cancel_task(self, task_id: str, *, owner: str) -> Task:
+        return (await self.cancel_record(task_id, owner=owner)).task
+
+    async def cancel_record(self, task_id: str, *, owner: str) -> TaskRecord:
+        """`cancel_task`, the canceled task with the journal position it is at."""
         with runtime_refusals():
             return await self._lifecycle.cancel(task_id, owner=owner)
 
@@ -215,4 +235,5 @@ def _task_request(request: SendRequest) -> TaskRequest:
         trace_carrier=request.trace_carrier,
         push_config=request.push_config,
         extensions=request.extensions,
+        if_generation=request.if_generation,
     )

@@ -10,7 +10,7 @@ from __future__ import annotations
 from agent.outbound import OutboundPolicy, outbound_client
 from agent.runtime.push import PushDelivery, PushPolicy
 from app.a2a.v0_3.wire import Dialect, task_out
-from app.a2a.wire import render_entry, render_task
+from app.a2a.wire import render_entry, render_entry_v11, render_task
 from app.http.json_body import render_json
 from app.settings import Settings
 from stores.base import PushConfigStore, TaskStore
@@ -47,7 +47,7 @@ def build_push_delivery(
         tasks=tasks,
         pushes=pushes,
         client=client,
-        event_renderers={"1.0": render_entry},
+        event_renderers={"1.0": render_entry, "1.1": render_entry_v11},
         task_renderers={"0.3": render_task_v03},
         policy=PushPolicy(
             max_attempts=settings.a2a_push_max_attempts,

@@ -267,6 +267,7 @@ def build_services(
         pushes=pushes,
         push_policy=push_policy(settings),
         on_push_registered=lambda task_id, owner: push.start(task_id, owner=owner),
+        long_poll_max_s=settings.a2a_long_poll_max_s,
     )
     return Services(
         settings=settings,

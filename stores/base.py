@@ -7,13 +7,13 @@ import enum
 from abc import ABC, abstractmethod
 from collections.abc import AsyncIterator, Sequence
 from dataclasses import dataclass
-from datetime import datetime
 from typing import Protocol
 
 from stores.chunks import ChunkSink, WriteRetry
 from stores.errors import (
     InvalidPageToken,
     LeaseLost,
+    PositionConflict,
     StateConflict,
     StoreError,
     StoreFull,
@@ -22,7 +22,8 @@ from stores.errors import (
     TaskUnreadable,
     TaskVoided,
 )
-from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord, TaskState
+from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord
+from stores.pages import TaskPage, TaskQuery
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.writes import ContextFence, Fence, JournalWrite
 
@@ -40,6 +41,7 @@ __all__ = [  # the errors and write values live in their own modules; imported f
     "LeaseStatus",
     "LeaseStore",
     "MessageStore",
+    "PositionConflict",
     "PushConfigStore",
     "StateConflict",
     "StoreError",
@@ -63,22 +65,6 @@ DEFAULT_TASK_TTL_S = 7 * 24 * 3600
 """How long a task (and what belongs to it) is kept after it was last written: a week."""
 
 
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskQuery:
-    context_id: str | None = None
-    state: TaskState | None = None
-    status_after: datetime | None = None
-    page_size: int = 50
-    page_token: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True, slots=True)
-class TaskPage:
-    tasks: list[Task]
-    next_page_token: str
-    total_size: int
-
-
 @dataclass(frozen=True, slots=True)
 class ClaimHolder:
     """The task that holds a context's claim, as `MessageStore.claim` found it."""
@@ -98,6 +84,13 @@ class TaskStore(ABC):
     position, also the task's generation counter), and a snapshot records the position it reflects.
     So a reader that takes a snapshot and then reads the journal after its position sees every
     event exactly once: no gap, no duplicate.
+
+    Generations (A2A 1.1) are this numbering, nothing stored beside it: a task's generation is
+    its last journal position (every journal event is one mutation of the task), the `Task` of
+    a record is at `record.position`, an event's generation is its position. So every backend
+    must keep positions consecutive per task, never reused (a trimmed journal drops old
+    entries, not numbers), and the same on every replica; `JournalWrite.if_position` compares
+    against the last position in the publish's atomic step.
     """
 
     @abstractmethod
@@ -132,7 +125,9 @@ class TaskStore(ABC):
     @abstractmethod
     async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         """Append `write.event` (with what goes with it, see `JournalWrite`) to the journal in
-        one atomic step and return its position. Raises TaskGone if the task does not exist."""
+        one atomic step and return its position. Raises TaskGone if the task does not exist;
+        LeaseLost, PositionConflict, StateConflict (in that order of checks) when the write's
+        fence, `if_position` or `if_state` refuse it, writing nothing."""
 
     @abstractmethod
     async def publish_chunks(

@@ -33,6 +33,17 @@ class StateConflict(StoreError):
     """A compare-and-set publish found the task in another state than expected."""
 
 
+class PositionConflict(StoreError):
+    """A publish guarded by `if_position` found the task's journal at another position: nothing
+    was written. `current` is the task's last journal position when the write was refused."""
+
+    def __init__(self, task_id: str, *, expected: int, current: int) -> None:
+        super().__init__(f"task {task_id!r} is at journal position {current}, not {expected}")
+        self.task_id = task_id
+        self.expected = expected
+        self.current = current
+
+
 class LeaseLost(StoreError):
     """A fenced write from a holder that no longer holds the task's lease (another process took
     the turn over): nothing was written, and the writer must stop its turn."""

@@ -211,6 +211,14 @@ class PushConfig(Record):
     authentication: PushAuthentication | None = None
     generation: Generation = "1.0"
     """The protocol generation of the client that created it: what its webhook is sent."""
+    task_generations: bool = False
+    """Created by a 1.1 client: its webhook's events carry their generation (a replica of an
+    earlier version ignores the field, and sends them as 1.0 does)."""
+
+    @property
+    def dialect(self) -> str:
+        """What its webhook bodies are rendered as: "1.1", "1.0" or "0.3"."""
+        return "1.1" if self.task_generations else self.generation
 
 
 class MessageReply(Record):

@@ -49,6 +49,13 @@ class JournalWrite:
       caller has it, is its stored form (`dump_task(snapshot)`): kept rather than written again.
     - `if_state` (with a snapshot) makes it a compare-and-set: StateConflict, and nothing
       written, unless the stored task is in that state.
+    - `if_position` makes it a compare-and-set on the journal: written only if the task's last
+      journal position (the position of its last event, chunks included; 1 for a task with
+      only its creation) is this one; otherwise PositionConflict (carrying the current
+      position), and nothing is written. Checked in the same atomic step as the write, after
+      the `event_id` retry check and the `fence` (a retry of a write that was made returns its
+      position; a stale fence is LeaseLost) and before `if_state`. A client's
+      `ifGenerationMatch` (A2A 1.1) is this check: the generation is the journal position.
     - `event_id` makes a retry safe: publishing again with the id of the task's last event (its
       reply was lost, say) appends nothing and returns the position it got the first time.
     - `fence`: the write happens only if the task's lease still has that holder and epoch
@@ -59,6 +66,7 @@ class JournalWrite:
     _: KW_ONLY
     snapshot: Task | None = None
     if_state: TaskState | None = None
+    if_position: int | None = None
     event_id: str | None = None
     fence: Fence | None = None
     snapshot_stored: bytes | None = None

@@ -67,3 +67,16 @@ class NoCheckpoint(TaskRuntimeError):
 
 class LeaseTaken(TaskRuntimeError):
     """Another process holds the task's lease: it runs the turn."""
+
+
+class GenerationMismatch(TaskRuntimeError):
+    """A follow-up's `ifGenerationMatch` (A2A 1.1) names a generation the task is no longer at:
+    it moved on (another message, a cancel, an event) since the client last read it."""
+
+    def __init__(self, task_id: str, *, expected: int, current: int) -> None:
+        super().__init__(
+            f"Task generation mismatch: expected {expected} but current generation is {current}",
+            task_id=task_id,
+        )
+        self.expected = expected
+        self.current = current

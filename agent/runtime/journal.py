@@ -12,6 +12,7 @@ stream costs: no generator around another, nothing kept that was passed on, no t
 
 from __future__ import annotations
 
+import asyncio
 from collections.abc import AsyncGenerator, Awaitable
 from typing import Protocol
 
@@ -89,6 +90,37 @@ class JournalFollower:
             task_id, owner=owner, after=after, at_interrupt=True, until_drain=until_drain
         ):
             pass
+        return None
+
+    async def until_past(
+        self, record: TaskRecord, generation: int, *, timeout_s: float
+    ) -> TaskRecord | None:
+        """The task once its snapshot is past `generation` (A2A 1.1's long poll), read from the
+        journal's blocking read (woken by a write on any replica), not polled; None after
+        `timeout_s`, when this server starts draining, or if the task is gone (the caller
+        reads it as it stands).
+
+        The journal may pass `generation` with events that carry no snapshot (answer chunks,
+        progress): the wait goes on from them, so the task returned is exactly at its
+        generation and a client polling again from it never spins."""
+        task_id, owner, drain = record.task.id, record.owner, self._drain
+        after = max(generation, record.position)
+        loop = asyncio.get_running_loop()
+        deadline = loop.time() + timeout_s
+        while (left := deadline - loop.time()) > 0:
+            read = self._tasks.read(task_id, owner=owner, after=after, timeout_s=left)
+            entries = await (drain.unless_drained(read) if drain is not None else read)
+            if entries is DRAINED:
+                return None
+            if entries:
+                after = entries[-1].position
+            snapshot = await self._tasks.get(task_id, owner=owner)
+            if snapshot is None or snapshot.position > generation:
+                return snapshot
+            if not entries and snapshot.position <= after and loop.time() < deadline - 0.05:
+                # the read came back empty early (a store that does not wait for a task it
+                # lacks): no tight loop
+                await asyncio.sleep(min(0.05, left))
         return None
 
     def snapshot_then_tail(

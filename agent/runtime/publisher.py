@@ -234,16 +234,20 @@ class TurnPublisher:
         text: str | None = None,
         if_state: TaskState | None = None,
         fence: Fence | None = None,
+        if_position: int | None = None,
     ) -> int:
         """Record a state change made outside a running turn (a cancel, an answer, a takeover);
         a terminal state also drops what the turn held. `if_state` makes it a compare-and-set
-        (StateConflict if the task has moved on); `fence`, a write of a lease holder (LeaseLost
-        if it no longer holds). Returns the event's journal position."""
+        (StateConflict if the task has moved on), `if_position` one on the journal's last
+        position (PositionConflict); `fence`, a write of a lease holder (LeaseLost if it no
+        longer holds). Returns the event's journal position."""
         task.status = TaskStatus(
             state=state, message=text_message(task, text) if text is not None else None
         )
         update = StatusUpdate(task_id=task.id, context_id=task.context_id, status=task.status)
-        write = JournalWrite(update, snapshot=task, if_state=if_state, fence=fence)
+        write = JournalWrite(
+            update, snapshot=task, if_state=if_state, fence=fence, if_position=if_position
+        )
         position = await self._tasks.publish(task.id, write, owner=owner)
         self.observer.on_state_changed(state.value)
         if state.is_terminal:

@@ -140,7 +140,7 @@ class PushDelivery:
         """Each config's body for the entry, rendered once per generation; None: not sent (a
         task-per-state-change webhook skips artifact chunks)."""
         by_generation: dict[str, bytes | None] = {}
-        for generation in {config.generation for config in configs}:
+        for generation in {config.dialect for config in configs}:
             task_renderer = self._task_renderers.get(generation)
             if task_renderer is None:
                 render = self._event_renderers.get(generation) or self._event_renderers["1.0"]
@@ -150,7 +150,7 @@ class PushDelivery:
             else:
                 record = await self._tasks.get(task_id, owner=owner)
                 by_generation[generation] = task_renderer(record.task) if record else None
-        return [by_generation[config.generation] for config in configs]
+        return [by_generation[config.dialect] for config in configs]
 
     async def _send(self, config: PushConfig, entry: JournalEntry, body: bytes) -> None:
         headers = {"Content-Type": "application/a2a+json"}

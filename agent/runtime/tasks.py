@@ -20,6 +20,7 @@ import asyncio
 import contextlib
 from dataclasses import dataclass, field
 
+from agent.runtime.answers import check_generation, moved_past, settle
 from agent.runtime.errors import (
     AnswerRejected,
     ContextBusy,
@@ -69,6 +70,10 @@ class TaskRequest:
     """A webhook given with the message (its `task_id` is filled in once the task is known)."""
     extensions: frozenset[str] = frozenset()
     """The A2A extensions the request activated: on for the turn it starts or resumes."""
+    if_generation: int | None = None
+    """A2A 1.1's `ifGenerationMatch`: an answer is taken only while the task is at this
+    generation (its last journal position), checked in the write that takes it; ignored by a
+    message that starts a task."""
 
 
 class TaskLifecycle:
@@ -137,7 +142,7 @@ class TaskLifecycle:
             return TaskRecord(task=record.task, owner=owner, position=record.position)
         return settled
 
-    async def cancel(self, task_id: str, *, owner: str) -> Task:
+    async def cancel(self, task_id: str, *, owner: str) -> TaskRecord:
         """Cancel the task wherever its turn runs; TaskNotCancelable once it has ended.
 
         A cancel is judged by the state it finds: a task already ended, canceled included, is
@@ -163,7 +168,7 @@ class TaskLifecycle:
                 " before it could be canceled",
                 task_id=task_id,
             )
-        return settled.task
+        return settled
 
     async def _cancel_elsewhere(self, record: TaskRecord, *, owner: str) -> None:
         """Cancel a task whose turn does not run in this process."""
@@ -313,10 +318,15 @@ class TaskLifecycle:
         await self._pushes.put(config, owner=owner)
 
     async def _continue(self, request: TaskRequest, *, owner: str, awaited: bool) -> TaskRecord:
-        """A message on an existing task: only an interrupted task (waiting for input) takes one."""
+        """A message on an existing task: only an interrupted task (waiting for input) takes one.
+
+        With `if_generation` the answer is taken only at that generation: refused at once when
+        the snapshot says otherwise, and checked again, atomically, by the compare-and-set that
+        takes it (`if_position`)."""
         message = request.message
         assert message.task_id is not None
-        task = (await self.get(message.task_id, owner=owner)).task
+        record = await self.get(message.task_id, owner=owner)
+        task, expected = record.task, request.if_generation
         if message.context_id and message.context_id != task.context_id:
             raise ContextMismatch(
                 f"contextId {message.context_id!r} does not match the context {task.context_id!r}"
@@ -324,6 +334,8 @@ class TaskLifecycle:
                 task_id=task.id,
             )
         state = task.status.state
+        if expected is not None:
+            check_generation(record, expected)
         if state.is_terminal:
             raise TaskNotWaiting(
                 f"Task {task.id!r} is in terminal state {state.value}; start a new task instead",
@@ -352,28 +364,31 @@ class TaskLifecycle:
                 except AnswerRejected as exc:
                     raise AnswerRejected(str(exc), task_id=task.id) from exc
                 except NoCheckpoint as exc:
-                    await self._settle(
-                        task, TaskState.FAILED, owner=owner, if_state=state, fence=start.fence
+                    await settle(
+                        runner,
+                        task,
+                        TaskState.FAILED,
+                        owner=owner,
+                        if_state=state,
+                        fence=start.fence,
+                        if_position=expected,
                     )
                     raise NoCheckpoint(_SAVED_TURN_GONE, task_id=task.id) from exc
                 task.history.append(message.model_copy(update={"context_id": task.context_id}))
                 # Compare-and-set out of the waiting state, under the lease: one answer wins.
-                position = await self._settle(
-                    task, TaskState.SUBMITTED, owner=owner, if_state=state, fence=start.fence
+                position = await settle(
+                    runner,
+                    task,
+                    TaskState.SUBMITTED,
+                    owner=owner,
+                    if_state=state,
+                    fence=start.fence,
+                    if_position=expected,
                 )
                 await self._register_push(request, task.id, owner=owner)
                 runner.launch_resumed(start, task, checkpoint, awaited=awaited)
         except (LeaseTaken, LeaseLost) as exc:
+            if expected is not None:  # another answer is being taken: say where it got to
+                await moved_past(self._tasks, task.id, expected, owner=owner, cause=exc)
             raise TaskMovedOn(task.id) from exc
         return TaskRecord(task=task, owner=owner, position=position)
-
-    async def _settle(
-        self, task: Task, state: TaskState, *, owner: str, if_state: TaskState, fence: Fence
-    ) -> int:
-        """Record a state change made here rather than by a running turn."""
-        try:
-            return await self._runner.record_state(
-                task, state, owner=owner, if_state=if_state, fence=fence
-            )
-        except StateConflict as exc:
-            raise TaskMovedOn(task.id) from exc

@@ -27,7 +27,7 @@ from agent.tools.base import ToolSpec
 from agent.tools.toolbox import Toolbox
 from app.a2a.card_signing import CardSigner
 from app.a2a.v0_3.card import with_v03_fields
-from app.a2a.versions import requested_generation, requested_version
+from app.a2a.versions import asks_task_generations, requested_generation, requested_version
 from app.extensions import Extensions
 from app.handler import SUPPORTED_INPUT_MODES
 from app.http.auth import card_security
@@ -121,9 +121,12 @@ def build_card(
     extensions: Extensions | None = None,
     skills: list[dict[str, Any]] | None = None,
     agent: str | None = None,
+    with_v11: bool = False,
 ) -> dict[str, Any]:
     """The card, every interface at `url` (the base URL: A2A_PUBLIC_URL or the request's, and
     an agent's path); with the 0.3 members beside the 1.0 ones unless `with_v03` is false;
+    `with_v11`: the 1.1 interfaces (JSON-RPC and HTTP+JSON, at the same URLs) after the 1.0
+    ones, for a client that asked for the card in 1.1;
     `extensions`: the declared ones (both generations read them from
     `capabilities.extensions`); `skills`: an agent's own (AGENTS_FILE), else the tools';
     `agent`: its name, the `tenant` of its gRPC interface (the HTTP ones name it in the URL)."""
@@ -157,9 +160,11 @@ def build_card(
             {"url": at, "protocolBinding": binding, "protocolVersion": version}
             | ({"tenant": settings.a2a_tenant} if settings.a2a_tenant else {})
             | ({"tenant": agent} if agent and binding == "GRPC" else {})
-            for version in ("1.0", "0.3")
+            for version in ("1.0", "1.1", "0.3")
             for binding, at in (("JSONRPC", url), ("HTTP+JSON", url), ("GRPC", grpc))
             if at is not None
+            # gRPC stays 1.0 (its schema has no generations); 1.1 only when asked for in 1.1
+            and (version != "1.1" or (with_v11 and binding != "GRPC"))
         ],
         "capabilities": {
             "streaming": True,
@@ -302,14 +307,16 @@ class AgentCardEndpoint:
             ),
         ]
         self._vary = "A2A-Version" if self._fixed_url else ", ".join(vary)
-        self._cards: OrderedDict[tuple[str, bool, int], tuple[bytes, dict[str, str]]] = (
+        self._cards: OrderedDict[tuple[str, bool, bool, int], tuple[bytes, dict[str, str]]] = (
             OrderedDict()
         )
 
-    def _card(self, base: str, *, with_v03: bool) -> tuple[bytes, dict[str, str]]:
+    def _card(
+        self, base: str, *, with_v03: bool, with_v11: bool = False
+    ) -> tuple[bytes, dict[str, str]]:
         url = base + self._path
         # The tools' version is in the key: a source whose list changed changes the skills.
-        key = (url, with_v03, self._toolbox.version)
+        key = (url, with_v03, with_v11, self._toolbox.version)
         cached = self._cards.get(key)
         if cached is not None:
             self._cards.move_to_end(key)
@@ -322,6 +329,7 @@ class AgentCardEndpoint:
             extensions=self._extensions,
             skills=self._skills,
             agent=self._agent,
+            with_v11=with_v11,
         )
         if self._signer is not None:  # the same signature with and without the 0.3 members
             card = self._signer.sign(card, base_url=base)
@@ -342,7 +350,9 @@ class AgentCardEndpoint:
         version = requested_version(request)
         asks_for_v1 = version is not None and requested_generation(version) == "1.0"
         with_v03 = self._settings.a2a_card_v03 and not asks_for_v1
-        body, headers = self._card(url, with_v03=with_v03)
+        # The 1.1 interfaces are listed for a client that asks in 1.1: a card fetched without
+        # a version (or in 1.0) stays the one strict 1.0 and 0.3 clients have always read.
+        body, headers = self._card(url, with_v03=with_v03, with_v11=asks_task_generations(version))
         if request.headers.get("if-none-match") == headers["ETag"]:
             return Response(status_code=304, headers=headers)
         return Response(body, media_type="application/json", headers=headers)

@@ -21,7 +21,7 @@ from app.a2a.rpc import Entries, JsonId, Method
 from app.a2a.sse import JournalStream, frame
 from app.a2a.v0_3.jsonrpc import v03_methods
 from app.a2a.versions import check_version, generation_of
-from app.a2a.wire import render_entry
+from app.a2a.wire import entry_renderer
 from app.call_context import CallContext
 from app.errors import (
     A2AError,
@@ -234,13 +234,13 @@ class JsonRpcBinding(Binding):
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.stream_message(params, context=context)
-        return self.stream(request_id, entries, render_entry)
+        return self.stream(request_id, entries, entry_renderer(context.task_generations))
 
     async def _subscribe_to_task(
         self, params: JsonObject, request_id: JsonId, context: CallContext
     ) -> Response:
         entries = await self._operations.subscribe(params, context=context)
-        return self.stream(request_id, entries, render_entry)
+        return self.stream(request_id, entries, entry_renderer(context.task_generations))
 
     def stream(
         self, request_id: JsonId, entries: Entries, render: Callable[[JournalEntry], bytes]

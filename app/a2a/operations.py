@@ -6,17 +6,21 @@ from the body, the path and the query string.
 
 from __future__ import annotations
 
-import ipaddress
 import logging
 import unicodedata
 from collections.abc import AsyncIterator, Callable
 from typing import Any, TypeVar
-from urllib.parse import urlsplit
 
 from pydantic import BaseModel, ValidationError
 
 from agent.outbound import OutboundPolicy
+from app.a2a.generations import (
+    CURRENT_GENERATION,
+    IF_GENERATION_MATCH,
+    generation_param,
+)
 from app.a2a.limits import RequestLimits
+from app.a2a.push_params import check_push_url, render_push_config
 from app.a2a.versions import Generation
 from app.a2a.wire import (
     ListTasksParams,
@@ -126,43 +130,9 @@ def _render_stored(task: Task, *, where: str, **shaping: Any) -> JsonObject | No
 _NO_PUSH = "This agent does not send push notifications"
 
 
-def render_push_config(config: PushConfig) -> JsonObject:
-    """A stored config as the 1.0 TaskPushNotificationConfig (flat)."""
-    return config.model_dump(mode="json", by_alias=True, exclude_none=True, exclude={"generation"})
-
-
-def check_push_url(url: str, policy: OutboundPolicy) -> None:
-    """A webhook URL must be http(s) with a host, and not name a loopback, private, link-local
-    or metadata address (or `localhost`) unless A2A_PUSH_ALLOWED_HOSTS allows it: -32602 naming
-    `url`. No DNS here (a name is checked where it is resolved, at delivery, by the guard)."""
-    try:
-        parts = urlsplit(url)
-        host = parts.hostname
-    except ValueError as exc:
-        raise InvalidParamsError(f"url {url!r} is not a URL: {exc}", field="url") from exc
-    if parts.scheme not in ("http", "https") or not host:
-        raise InvalidParamsError(
-            f"url {url!r} must be an http or https URL with a host", field="url"
-        )
-    if policy.allows_name(host):
-        return
-    if host == "localhost" or host.endswith(".localhost"):
-        raise InvalidParamsError(
-            f"url {url!r} names this server's own host; webhooks must be reachable addresses"
-            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
-            field="url",
-        )
-    try:
-        address = ipaddress.ip_address(host)
-    except ValueError:
-        return
-    reason = policy.refusal(host, address)
-    if reason is not None:
-        raise InvalidParamsError(
-            f"url {url!r} is refused: the address is {reason}"
-            " (allow it with A2A_PUSH_ALLOWED_HOSTS)",
-            field="url",
-        )
+def _configuration(params: JsonObject) -> JsonObject | None:
+    configuration = params.get("configuration")
+    return configuration if isinstance(configuration, dict) else None
 
 
 class Operations:
@@ -175,8 +145,12 @@ class Operations:
         pushes: PushConfigStore | None = None,
         push_policy: OutboundPolicy | None = None,
         on_push_registered: Callable[[str, str], None] = lambda task_id, owner: None,
+        long_poll_max_s: float = 30.0,
     ) -> None:
+        """`long_poll_max_s`: the longest a 1.1 GetTask with `currentGeneration` waits
+        (A2A_LONG_POLL_MAX_S)."""
         self._handler = handler
+        self._long_poll_max_s = long_poll_max_s
         self._limits = limits or RequestLimits()
         self._push_store = pushes
         """None: this agent sends no push notifications (every push operation: -32003)."""
@@ -197,9 +171,9 @@ class Operations:
         check_id("taskId", parsed.task_id)
         record = await self._handler.get_record(parsed.task_id, owner=context.owner)
         task, owner = record.task, context.owner
-        config = self._push_config(parsed, generation=generation).model_copy(
-            update={"task_id": task.id}
-        )
+        config = self._push_config(
+            parsed, generation=generation, task_generations=context.task_generations
+        ).model_copy(update={"task_id": task.id})
         if not await pushes.list(task.id, owner=owner):
             # The task's first webhook gets what happens from now on, not its past.
             await pushes.advance(task.id, record.position, owner=owner)
@@ -246,7 +220,9 @@ class Operations:
             raise PushNotificationNotSupportedError(_NO_PUSH)
         return self._push_store
 
-    def _push_config(self, parsed: PushConfigParams, *, generation: Generation) -> PushConfig:
+    def _push_config(
+        self, parsed: PushConfigParams, *, generation: Generation, task_generations: bool = False
+    ) -> PushConfig:
         check_push_url(parsed.url, self._push_policy)
         if parsed.id is not None:
             check_id("id", parsed.id)
@@ -264,6 +240,7 @@ class Operations:
                 else None
             ),
             generation=generation,
+            task_generations=task_generations and generation == "1.0",
         )
 
     async def extended_card(
@@ -291,48 +268,78 @@ class Operations:
         self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
     ) -> JsonObject:
         parsed = parse(SendMessageParams, params, self._limits)
-        reply = await self._handler.send_message(
-            self._send_request(parsed, context, generation), owner=context.owner
-        )
+        request = self._send_request(parsed, context, generation, _configuration(params))
+        reply = await self._handler.send_message(request, owner=context.owner)
         if isinstance(reply, Message):  # answered directly: a Message, no task
             return render_event(MessageReply(message=reply))
         history_length = parsed.configuration.history_length if parsed.configuration else None
         if generation == "1.0":  # written as it is; the 0.3 bindings translate the dict
-            return {"task": render_task_json(reply, history_length=history_length)}
+            task = render_task_json(
+                reply, history_length=history_length, generation=context.task_generations
+            )
+            return {"task": task}
         return {"task": render_task(reply.task, history_length=history_length)}
 
     async def stream_message(
         self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
     ) -> AsyncIterator[list[JournalEntry] | None]:
         parsed = parse(SendMessageParams, params, self._limits)
-        return await self._handler.stream_message(
-            self._send_request(parsed, context, generation), owner=context.owner
-        )
+        request = self._send_request(parsed, context, generation, _configuration(params))
+        return await self._handler.stream_message(request, owner=context.owner)
 
     def _send_request(
-        self, params: SendMessageParams, context: CallContext, generation: Generation
+        self,
+        params: SendMessageParams,
+        context: CallContext,
+        generation: Generation,
+        raw_configuration: JsonObject | None = None,
     ) -> SendRequest:
+        """`raw_configuration`: the params' `configuration` as sent (1.1's members are read
+        from it: a 1.0 request is parsed exactly as before 1.1)."""
         _check_message_ids(params)
         configuration = params.configuration
         push = configuration.task_push_notification_config if configuration else None
         if push is not None:
             self._pushes()  # -32003 unless this agent pushes
+        task_generations = context.task_generations and generation == "1.0"
+        raw = raw_configuration if task_generations else None
         return SendRequest(
             message=params.message,
             return_immediately=bool(configuration and configuration.return_immediately),
             trace_carrier=dict(context.trace_carrier),
-            push_config=self._push_config(push, generation=generation) if push else None,
+            push_config=(
+                self._push_config(push, generation=generation, task_generations=task_generations)
+                if push
+                else None
+            ),
             extensions=context.activated_extensions,
+            if_generation=generation_param(raw, IF_GENERATION_MATCH),
         )
 
     async def get_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:
         parsed = parse(TaskIdParams, params, self._limits)
         check_id("id", parsed.id)
-        task = await self._handler.get_task(parsed.id, owner=context.owner)
-        rendered = _render_stored(task, where="GetTask", history_length=parsed.history_length)
+        handler, owner = self._handler, context.owner
+        if not context.task_generations:
+            task = await handler.get_task(parsed.id, owner=owner)
+            rendered = _render_stored(task, where="GetTask", history_length=parsed.history_length)
+            if rendered is None:
+                raise unreadable_task(task.id)
+            return rendered
+        current = generation_param(params, CURRENT_GENERATION)  # 1.1: a long poll
+        record = await (
+            handler.get_record(parsed.id, owner=owner)
+            if current is None
+            else handler.get_record_past(
+                parsed.id, current, owner=owner, timeout_s=self._long_poll_max_s
+            )
+        )
+        rendered = _render_stored(
+            record.task, where="GetTask", history_length=parsed.history_length
+        )
         if rendered is None:
-            raise unreadable_task(task.id)
-        return rendered
+            raise unreadable_task(record.task.id)
+        return rendered | {"generation": str(record.position)}
 
     async def list_tasks(self, params: JsonObject, *, context: CallContext) -> JsonObject:
         parsed = parse(ListTasksParams, params, self._limits)
@@ -347,7 +354,8 @@ class Operations:
         )
         page = await self._handler.list_tasks(query, owner=context.owner)
         tasks = []
-        for task in page.tasks:
+        with_generations = context.task_generations and len(page.positions) == len(page.tasks)
+        for n, task in enumerate(page.tasks):
             rendered = _render_stored(
                 task,
                 where="ListTasks",
@@ -355,6 +363,8 @@ class Operations:
                 include_artifacts=parsed.include_artifacts,
             )
             if rendered is not None:
+                if with_generations:
+                    rendered["generation"] = str(page.positions[n])
                 tasks.append(rendered)
         return {
             "tasks": tasks,
@@ -366,7 +376,11 @@ class Operations:
     async def cancel_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:
         parsed = parse(TaskIdParams, params, self._limits)
         check_id("id", parsed.id)
-        return render_task(await self._handler.cancel_task(parsed.id, owner=context.owner))
+        record = await self._handler.cancel_record(parsed.id, owner=context.owner)
+        rendered = render_task(record.task)
+        if context.task_generations:
+            rendered["generation"] = str(record.position)
+        return rendered
 
     async def subscribe(
         self, params: JsonObject, *, context: CallContext

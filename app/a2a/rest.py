@@ -25,7 +25,7 @@ from app.a2a.http_json import (
     read_body,
     sse_response,
 )
-from app.a2a.wire import render_entry
+from app.a2a.wire import entry_renderer
 from app.call_context import CallContext
 from app.errors import MethodNotFoundError, http_error
 from app.http.json_body import JsonObject
@@ -122,7 +122,7 @@ class RestBinding(Binding):
 
     async def _stream(self, request: Request, context: CallContext) -> Response:
         entries = await self._operations.stream_message(await self._body(request), context=context)
-        return self._sse(entries)
+        return self._sse(entries, context)
 
     async def _list(self, request: Request, context: CallContext) -> Response:
         params = query_params(request, LIST_QUERY)  # the params model parses "true"/"false" itself
@@ -134,7 +134,7 @@ class RestBinding(Binding):
             return await self._subscribe(task_id, context)
         if action:
             raise MethodNotFoundError(f"GET /tasks/{{id}}:{action} is not a route")
-        params = {"id": task_id, **query_params(request, ("historyLength",))}
+        params = {"id": task_id, **query_params(request, ("historyLength", "currentGeneration"))}
         return json_response(await self._operations.get_task(params, context=context), request)
 
     async def _task_post(self, request: Request, context: CallContext) -> Response:
@@ -149,7 +149,7 @@ class RestBinding(Binding):
 
     async def _subscribe(self, task_id: str, context: CallContext) -> Response:
         entries = await self._operations.subscribe({"id": task_id}, context=context)
-        return self._sse(entries)
+        return self._sse(entries, context)
 
     async def _body(self, request: Request) -> JsonObject:
         return await read_body(request, max_json_depth=self._max_json_depth)
@@ -159,5 +159,8 @@ class RestBinding(Binding):
         task_id, _, action = request.path_params["ref"].partition(":")
         return task_id, action
 
-    def _sse(self, entries: AsyncIterator[list[JournalEntry] | None]) -> Response:
-        return sse_response(entries, render_entry, metrics=self._metrics)
+    def _sse(
+        self, entries: AsyncIterator[list[JournalEntry] | None], context: CallContext
+    ) -> Response:
+        render = entry_renderer(context.task_generations)
+        return sse_response(entries, render, metrics=self._metrics)

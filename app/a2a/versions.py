@@ -2,18 +2,23 @@
 
 One endpoint serves two generations (1.0 and 0.3), so what a request's header asks for is decided
 here, once: the JSON-RPC method table, the REST routes and the agent card all ask the same question.
+1.1 is a minor of the 1.0 generation (the same methods and routes, a few fields more): a request
+asking for it is served by the 1.0 tables with `CallContext.task_generations` on
+(`asks_task_generations`).
 """
 
 from __future__ import annotations
 
 from starlette.requests import Request
 
+from app.call_context import asks_task_generations
 from app.errors import VersionNotSupportedError
 from stores.models import Generation
 
 __all__ = [
     "SERVED_VERSIONS",
     "Generation",
+    "asks_task_generations",
     "check_requested_version",
     "check_version",
     "generation_of",
@@ -22,7 +27,8 @@ __all__ = [
 ]
 
 
-SERVED_VERSIONS: tuple[Generation, ...] = ("1.0", "0.3")
+SERVED_VERSIONS: tuple[str, ...] = ("1.1", "1.0", "0.3")
+"""The `A2A-Version` values this server serves (what the card's interfaces declare)."""
 
 
 def generation_of(method_name: str) -> Generation:
@@ -61,8 +67,8 @@ def check_requested_version(version: str | None, generation: Generation = "1.0")
     requested = requested_generation(version)
     if requested is None:
         raise VersionNotSupportedError(
-            f"A2A version {version!r} is not supported; this agent speaks "
-            + " and ".join(SERVED_VERSIONS),
+            f"A2A version {version!r} is not supported; this agent speaks 1.0 and 0.3"
+            " (and 1.1, 1.0's minor with task generations)",
             requestedVersion=version,
         )
     if requested != generation:

@@ -6,6 +6,7 @@ response-shaping rules (historyLength, includeArtifacts). Params accept camelCas
 
 from __future__ import annotations
 
+from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
@@ -13,6 +14,7 @@ import orjson
 from pydantic import BaseModel, ConfigDict, Field, ValidationInfo, field_validator, model_validator
 from pydantic.alias_generators import to_camel
 
+from app.a2a.generations import render_entry_with_generation, with_generation
 from app.a2a.limits import RequestLimits
 from app.http.json_body import render_json
 from stores.codec import dump_task
@@ -132,15 +134,31 @@ def render_task(
 
 
 def render_task_json(
-    record: TaskRecord, *, history_length: int | None = None
+    record: TaskRecord, *, history_length: int | None = None, generation: bool = False
 ) -> dict[str, Any] | orjson.Fragment:
     """`render_task` of the record's task, for `render_json`. Unshaped, it is the task's stored
     form (which is its 1.0 wire form): the record's own when it has it, else written by
     pydantic-core in one pass, rather than built as a dict and written again (a SendMessage's
-    reply is the whole task)."""
+    reply is the whole task). `generation` (1.1): with the record's position as its generation."""
     if history_length is None:
-        return orjson.Fragment(record.stored or dump_task(record.task))
-    return render_task(record.task, history_length=history_length)
+        stored = record.stored or dump_task(record.task)
+        if generation:
+            stored = with_generation(stored, record.position)
+        return orjson.Fragment(stored)
+    payload = render_task(record.task, history_length=history_length)
+    if generation:
+        payload["generation"] = str(record.position)
+    return payload
+
+
+def render_entry_v11(entry: JournalEntry) -> bytes:
+    """`render_entry` in 1.1: the task, status and artifact events carry their generation."""
+    return render_entry_with_generation(render_entry(entry), entry)
+
+
+def entry_renderer(task_generations: bool) -> Callable[[JournalEntry], bytes]:
+    """How a stream (or a webhook) renders its entries: in 1.1 with generations, else in 1.0."""
+    return render_entry_v11 if task_generations else render_entry
 
 
 _STREAM_RESPONSE_FIELDS = {b"status": b"statusUpdate", b"artifact": b"artifactUpdate"}

@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import json
 import uuid
-from collections.abc import AsyncGenerator, AsyncIterator, Iterable
+from collections.abc import AsyncGenerator, Iterable
 from typing import TYPE_CHECKING, Any
 from urllib.parse import quote
 
@@ -35,6 +35,8 @@ from app.client.events import (
     status_text,
     text_of,
 )
+from app.client.events import sse_lines as _sse
+from app.client.generations import V11, GapWatcher, offers_v11
 
 if TYPE_CHECKING:
     from app.client.grpc_wire import GrpcWire
@@ -84,8 +86,10 @@ class A2AClient:
         self.endpoint = endpoint
         self.card = card or {}
         self._headers = dict(headers or {})
+        self.task_generations = offers_v11(self.card, endpoint)
+        """The card offers 1.1 here: requests ask for it (generations, the long poll)."""
         if endpoint.generation == "1.0":
-            self._headers["A2A-Version"] = "1.0"
+            self._headers["A2A-Version"] = V11 if self.task_generations else "1.0"
         self._headers |= self.extension_headers(extensions)
         self._grpc: GrpcWire | None = None
 
@@ -213,13 +217,22 @@ class A2AClient:
 
     # --- tasks ---
 
-    async def get_task(self, task_id: str) -> dict[str, Any]:
+    async def get_task(
+        self, task_id: str, *, current_generation: int | None = None
+    ) -> dict[str, Any]:
+        """The task; with `current_generation` (1.1 only), once it is past that generation or
+        at the server's timeout (a long poll)."""
         if self.endpoint.binding == "GRPC":
             return await self._grpc_call("GetTask", {"id": task_id})
+        poll = (
+            {"currentGeneration": str(current_generation)}
+            if self.task_generations and current_generation is not None
+            else {}
+        )
         if self.endpoint.binding == "JSONRPC":
             method = "GetTask" if self.endpoint.generation == "1.0" else "tasks/get"
-            return await self._rpc(method, {"id": task_id})
-        return await self._rest("GET", f"/tasks/{task_id}")
+            return await self._rpc(method, {"id": task_id, **poll})
+        return await self._rest("GET", f"/tasks/{task_id}", params=poll or None)
 
     async def cancel(self, task_id: str) -> dict[str, Any]:
         if self.endpoint.binding == "GRPC":
@@ -319,12 +332,17 @@ class A2AClient:
                 await response.aread()
                 answer = _json_of(response)
                 raise A2AClientError(_error_text(answer.get("error", answer)))
+            gaps = GapWatcher()
             async for event_id, data in _sse(response):
                 document = json.loads(data)
                 if "error" in document:
                     raise A2AClientError(_error_text(document["error"]))
                 result = document.get("result", document) if "jsonrpc" in document else document
                 kind, payload = read_event(result)
+                if self.task_generations and gaps.missed(payload) and payload.get("taskId"):
+                    # A gap in the generations: an event was missed. The task as it stands first.
+                    task = await self.get_task(payload["taskId"])
+                    yield Event("task", task, {"task": task})
                 yield Event(kind, payload, result, event_id)
 
 
@@ -334,7 +352,9 @@ async def fetch_card(
     """The agent card at `url` (a base URL or the card's own); NotAnAgent if it is none."""
     card_url = card_url_of(url)
     try:
-        response = await http.get(card_url, headers=headers)
+        # Asked for in 1.1: an agent that speaks it lists its 1.1 interfaces (ours does so only
+        # then); others ignore the header.
+        response = await http.get(card_url, headers={"A2A-Version": V11, **(headers or {})})
     except httpx.HTTPError as exc:
         raise NotAnAgent(f"cannot reach {card_url}: {exc}") from exc
     if response.status_code == 401:
@@ -348,23 +368,6 @@ async def fetch_card(
     if not isinstance(card, dict) or not isinstance(card.get("name"), str):
         raise NotAnAgent(f"{card_url} is not an A2A agent card (no name)")
     return card
-
-
-async def _sse(response: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:
-    """(id, data) of each server-sent event."""
-    event_id: str | None = None
-    data: list[str] = []
-    async for line in response.aiter_lines():
-        if not line:
-            if data:
-                yield event_id, "\n".join(data)
-            event_id, data = None, []
-        elif line.startswith("data:"):
-            data.append(line[5:].removeprefix(" "))
-        elif line.startswith("id:"):
-            event_id = line[3:].strip()
-    if data:
-        yield event_id, "\n".join(data)
 
 
 def _json_of(response: httpx.Response) -> dict[str, Any]:

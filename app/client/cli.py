@@ -48,6 +48,7 @@ from app.client.a2a_client import (
 from app.client.agent_directory import list_agents
 from app.client.card_signatures import verify_card
 from app.client.endpoints import BINDINGS
+from app.client.generations import generation_of
 from app.client.printer import Printer, Turn, describe_parts
 
 EXIT_ERROR, EXIT_USAGE, EXIT_INPUT, EXIT_CANCELED = 1, 2, 3, 130
@@ -213,7 +214,16 @@ async def cmd_tasks(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
 
 
 async def cmd_get(args: argparse.Namespace, http: httpx.AsyncClient) -> int:
-    emit(await (await connect(args, http)).get_task(args.id), args)
+    """The task; with --wait, once it ends or waits for input: long-polled from generation to
+    generation where the agent speaks 1.1, else read again every second."""
+    agent = await connect(args, http)
+    task = await agent.get_task(args.id)
+    while args.wait and state_of(task) not in END_STATES | INTERRUPTED_STATES:
+        generation = generation_of(task)
+        if generation is None:
+            await asyncio.sleep(1.0)
+        task = await agent.get_task(args.id, current_generation=generation)
+    emit(task, args)
     return 0
 
 
@@ -327,8 +337,12 @@ def parser() -> argparse.ArgumentParser:
     chat_.add_argument("--context", help="continue this context (conversation)")
     tasks = sub.add_parser("tasks", parents=[common], help="list tasks")
     tasks.add_argument("--context", help="only this context's")
-    for name, what in (("get", "print a task"), ("cancel", "cancel a task")):
-        sub.add_parser(name, parents=[common], help=what).add_argument("id")
+    get = sub.add_parser("get", parents=[common], help="print a task")
+    get.add_argument("id")
+    get.add_argument(
+        "--wait", action="store_true", help="once it ends or waits for input (long poll in 1.1)"
+    )
+    sub.add_parser("cancel", parents=[common], help="cancel a task").add_argument("id")
     subscribe = sub.add_parser("subscribe", parents=[common], help="follow a task's events")
     subscribe.add_argument("id")
     subscribe.add_argument("--last-event-id", help="resume after this event id")

@@ -4,8 +4,11 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from typing import Any
+
+import httpx
 
 _STATES_03 = {
     "submitted": "TASK_STATE_SUBMITTED",
@@ -70,3 +73,20 @@ def text_of(holder: dict[str, Any] | None) -> str:
 
 def status_text(payload: dict[str, Any]) -> str:
     return text_of((payload.get("status") or {}).get("message"))
+
+
+async def sse_lines(response: httpx.Response) -> AsyncIterator[tuple[str | None, str]]:
+    """(id, data) of each server-sent event."""
+    event_id: str | None = None
+    data: list[str] = []
+    async for line in response.aiter_lines():
+        if not line:
+            if data:
+                yield event_id, "\n".join(data)
+            event_id, data = None, []
+        elif line.startswith("data:"):
+            data.append(line[5:].removeprefix(" "))
+        elif line.startswith("id:"):
+            event_id = line[3:].strip()
+    if data:
+        yield event_id, "\n".join(data)

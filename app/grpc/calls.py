@@ -24,7 +24,7 @@ import logging
 import time
 from collections.abc import AsyncIterator, Awaitable, Callable, Iterator, Mapping
 from contextlib import contextmanager
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any, NoReturn
 
 import grpc
@@ -236,6 +236,8 @@ class GrpcCalls:
             base_url_of=self._base_url,
         )
         check_requested_version(metadata.get("a2a-version"), generation)
+        if call_context.task_generations:  # gRPC stays 1.0: its schema has no generations
+            call_context = replace(call_context, task_generations=False)
         if isinstance(request, _Malformed):
             raise InvalidRequestError(f"The request is not a valid {request.type_name} message")
         if last_event_id and not (last_event_id.isascii() and last_event_id.isdigit()):

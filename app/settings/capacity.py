@@ -106,6 +106,13 @@ class CapacitySettings(BaseSettings):
         description="An open stream without an event for this long gets an SSE comment, so that"
         " proxies and load balancers keep its connection open.",
     )
+    a2a_long_poll_max_s: float = Field(
+        30.0,
+        ge=0,
+        description="Longest an A2A 1.1 GetTask with `currentGeneration` is held waiting for the"
+        " task to move on before it answers with the task as it stands (counted as an open"
+        " stream; 0: answered at once).",
+    )
     a2a_body_timeout_s: float = Field(
         30.0, gt=0, description="A request body that stops arriving for this long is refused (408)."
     )

@@ -17,6 +17,7 @@ from stores.base import (
     ChunkSink,
     Fence,
     JournalWrite,
+    PositionConflict,
     StateConflict,
     StoreFull,
     TaskGone,
@@ -193,18 +194,25 @@ class InMemoryTaskStore(TaskStore):
         more = start + query.page_size < len(matching)
         token = encode_cursor(page[-1][0], page[-1][1]) if more and page else ""
         tasks: builtins.list[Task] = []
+        positions: builtins.list[int] = []
         for _, task_id, stored in page:
             try:
                 tasks.append(stored.task(task_id))
             except TaskUnreadable:  # one unreadable task must not fail the whole list
                 logger.warning("task_id=<%s> | left out of a task list: cannot be read", task_id)
-        return TaskPage(tasks=tasks, next_page_token=token, total_size=len(matching))
+                continue
+            positions.append(stored.snapshot_position)
+        return TaskPage(
+            tasks=tasks, next_page_token=token, total_size=len(matching), positions=positions
+        )
 
     async def publish(self, task_id: str, write: JournalWrite, *, owner: str) -> int:
         event_id = write.event_id
         stored = self._writable(task_id, owner=owner, event_id=event_id, fence=write.fence)
         if stored is None:
             return self._tasks[(owner, task_id)].last_event_position  # a retry: journaled once
+        if write.if_position is not None and stored.position != write.if_position:
+            raise PositionConflict(task_id, expected=write.if_position, current=stored.position)
         if write.if_state is not None and stored.state != write.if_state:
             raise StateConflict(f"task {task_id!r} is no longer in state {write.if_state}")
         if write.chunks:

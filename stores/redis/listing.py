@@ -270,7 +270,7 @@ class TaskLists:
 
         def fetch(pipe: AnyPipeline) -> None:
             for _, task_id in entries:
-                pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us", "task"])
+                pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us", "task", "pos"])
             for _, task_id in extras:
                 pipe.hmget(self._keys.task(owner, task_id), ["state", "ms", "us"])
 
@@ -300,7 +300,7 @@ class TaskLists:
             # list (its new place is above the one read). The cursor keeps the entry's time.
             if on_page and task_id not in scan.unmatched and task_id not in scan.seen:
                 scan.seen.add(task_id)
-                scan.matching.append((score % _MS_SPAN, task_id, reply[3]))
+                scan.matching.append((score % _MS_SPAN, task_id, (reply[3], reply[4])))
 
     async def _repair(
         self, keys: Sequence[str], span: _Range, repairs: dict[str, tuple[int, _Fields | None]]
@@ -383,17 +383,17 @@ def _pairs(reply: Any) -> builtins.list[tuple[int, str]]:
 
 
 def _render(scan: _Scan, page_size: int, total: int) -> TaskPage:
-    page = scan.matching[:page_size]
-    more = len(scan.matching) > page_size
+    page, more = scan.matching[:page_size], len(scan.matching) > page_size
     token = encode_cursor(page[-1][0], page[-1][1]) if more and page else ""
-    # One task that cannot be loaded must not fail every client's list: it is left out.
     tasks: builtins.list[Task] = []
-    for _, task_id, raw in page:
+    positions: builtins.list[int] = []  # each task's generation
+    for _, task_id, (raw, position) in page:
         try:
             tasks.append(load_task(raw))
-        except (ValueError, RecursionError, TypeError) as exc:
+            positions.append(int(position or 1))
+        except (ValueError, RecursionError, TypeError) as exc:  # left out: the list goes on
             _left_out(task_id, f"its snapshot cannot be loaded ({type(exc).__name__})")
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, positions=positions)
 
 
 def _left_out(task_id: str, why: str) -> None:

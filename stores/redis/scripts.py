@@ -68,15 +68,17 @@ return 1
 )
 
 # KEYS: task hash, journal, lease [, the four list indexes, moved with a snapshot: on one Redis].
-# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, snapshot, state, ms, us,
-# expected state (the five empty without a snapshot), task id, index ttl ms, state score (the
-# three empty without a snapshot), then the events (one, or a streamed answer's chunks that came
-# while the previous write was out). Returns the last event's position, 0 if there is no such
-# task, -1 if the task's state is not the expected one (a compare-and-set), -2 if the fence's
-# holder and epoch no longer hold the lease; nothing is written in those cases. A repeat of the
-# last event id (a retry after a lost reply) appends nothing and returns the first position. A
-# fenced entry carries the writer's epoch, so a journal shows who wrote it. The indexes move by
-# ZADD XX: a task that is in none (created before them) is added by the list that finds it so.
+# ARGV: ttl ms, journal max, event id, fence holder, fence epoch, expected position ('' for none),
+# snapshot, state, ms, us, expected state (the five empty without a snapshot), task id, index ttl
+# ms, state score (the three empty without a snapshot), then the events (one, or a streamed
+# answer's chunks that came while the previous write was out). Returns the last event's position,
+# 0 if there is no such task, -1 if the task's state is not the expected one (a compare-and-set),
+# -2 if the fence's holder and epoch no longer hold the lease, {-3, last position} if the
+# journal's last position is not the expected one; nothing is written in those cases. A repeat
+# of the last event id (a retry after a lost reply) appends nothing and returns the first
+# position. A fenced entry carries the writer's epoch, so a journal shows who wrote it. The
+# indexes move by ZADD XX: a task that is in none (created before them) is added by the list that
+# finds it so.
 PUBLISH_LISTED_EVENTS = LuaScript(
     """
 if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
@@ -88,10 +90,14 @@ if ARGV[4] ~= '' then
   local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
   if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
 end
-if ARGV[10] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[10] then return -1 end
-local count = #ARGV - 13
+if ARGV[6] ~= '' then
+  local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
+  if seq ~= tonumber(ARGV[6]) then return {-3, seq} end
+end
+if ARGV[11] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[11] then return -1 end
+local count = #ARGV - 14
 local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
-for i = 14, #ARGV do
+for i = 15, #ARGV do
   pos = pos + 1
   if ARGV[4] ~= '' then
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i], 'epoch', ARGV[5])
@@ -100,14 +106,14 @@ for i = 14, #ARGV do
   end
 end
 if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
-if ARGV[6] ~= '' then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[6],
-             'state', ARGV[7], 'ms', ARGV[8], 'us', ARGV[9])
+if ARGV[7] ~= '' then
+  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[7],
+             'state', ARGV[8], 'ms', ARGV[9], 'us', ARGV[10])
   for i = 4, #KEYS do
-    local score = ARGV[8]
-    if i % 2 == 1 then score = ARGV[13] end
-    redis.call('ZADD', KEYS[i], 'XX', score, ARGV[11])
-    redis.call('PEXPIRE', KEYS[i], ARGV[12])
+    local score = ARGV[9]
+    if i % 2 == 1 then score = ARGV[14] end
+    redis.call('ZADD', KEYS[i], 'XX', score, ARGV[12])
+    redis.call('PEXPIRE', KEYS[i], ARGV[13])
   end
 end
 redis.call('PEXPIRE', KEYS[1], ARGV[1])

@@ -47,6 +47,7 @@ from stores.base import (
     Fence,
     JournalWrite,
     LeaseLost,
+    PositionConflict,
     StateConflict,
     StoreUnavailable,
     TaskGone,
@@ -185,11 +186,12 @@ class RedisTaskStore(RedisStore, TaskStore):
         keys = self._publish_keys(owner, task_id)
         events = [*write.chunks, dump_event(write.event)]
         event_id, fence, snapshot = write.event_id, write.fence, write.snapshot
+        if_position = write.if_position
         with redis_available():
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
-                args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
-                position = int(await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args))
+                args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT, if_position)
+                reply = await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args)
             else:
                 stored = write.snapshot_stored
                 fields = (
@@ -198,13 +200,13 @@ class RedisTaskStore(RedisStore, TaskStore):
                     write.if_state.value if write.if_state is not None else "",
                 )
                 indexes = (task_id, self._index_ttl_ms, TaskLists.scores(snapshot)[1])
-                args = self._publish_args(events, event_id, fence, fields, indexes)
-                position = int(
-                    await self._run_indexed(
-                        PUBLISH_LISTED_EVENTS, keys, args, snapshot, owner, add=False
-                    )
+                args = self._publish_args(events, event_id, fence, fields, if_position, indexes)
+                reply = await self._run_indexed(
+                    PUBLISH_LISTED_EVENTS, keys, args, snapshot, owner, add=False
                 )
-        return _published(position, task_id, fence=fence, if_state=write.if_state)
+        return _published(
+            reply, task_id, fence=fence, if_state=write.if_state, if_position=if_position
+        )
 
     async def publish_chunks(
         self,
@@ -218,8 +220,8 @@ class RedisTaskStore(RedisStore, TaskStore):
         keys = self._publish_keys(owner, task_id)
         args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
         with redis_available():
-            position = int(await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args))
-        return _published(position, task_id, fence=fence)
+            reply = await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args)
+        return _published(reply, task_id, fence=fence)
 
     def chunk_sink(
         self, task_id: str, *, owner: str, fence: Fence | None, retry: WriteRetry
@@ -237,13 +239,16 @@ class RedisTaskStore(RedisStore, TaskStore):
         event_id: str | None,
         fence: Fence | None,
         snapshot: Sequence[Any],
+        if_position: int | None = None,
         indexes: Sequence[Any] = _NO_INDEXES,
     ) -> builtins.list[Any]:
         """`PUBLISH_LISTED_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or
-        `_NO_SNAPSHOT`; `indexes` the task id, the indexes' ttl and the task's by-state score when
-        they are among the keys."""
+        `_NO_SNAPSHOT`; `if_position` the journal position the write expects ('' for none);
+        `indexes` the task id, the indexes' ttl and the task's by-state score when they are among
+        the keys."""
         holder, epoch = (fence.holder, fence.epoch) if fence is not None else ("", 0)
-        fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch)
+        expected = "" if if_position is None else if_position
+        fenced = (self._ttl_ms, self._journal_max, event_id or "", holder, epoch, expected)
         return [*fenced, *snapshot, *indexes, *events]
 
     async def _run_indexed(
@@ -337,9 +342,18 @@ def _entries(reply: Any) -> list[JournalEntry]:
 
 
 def _published(
-    position: int, task_id: str, *, fence: Fence | None, if_state: TaskState | None = None
+    reply: Any,
+    task_id: str,
+    *,
+    fence: Fence | None,
+    if_state: TaskState | None = None,
+    if_position: int | None = None,
 ) -> int:
     """A publish script's reply: the position, or what refused the write."""
+    if isinstance(reply, list):  # {-3, last position}: not at the expected position
+        assert if_position is not None
+        raise PositionConflict(task_id, expected=if_position, current=int(reply[1]))
+    position = int(reply)
     if position == 0:
         raise TaskGone(f"task {task_id!r} does not exist (or expired)")
     if position == -2:

@@ -24,6 +24,7 @@ from agent.runtime.runner import TaskRunner
 from app.errors import (
     A2AError,
     InvalidParamsError,
+    TaskGenerationMismatchError,
     TaskNotCancelableError,
     TaskNotFoundError,
     UnsupportedOperationError,
@@ -336,6 +337,7 @@ def test_every_runtime_refusal_has_its_a2a_error(kind: type[TaskRuntimeError]) -
         "TaskNotCancelable": TaskNotCancelableError,
         "ContextMismatch": InvalidParamsError,
         "AnswerRejected": InvalidParamsError,
+        "GenerationMismatch": TaskGenerationMismatchError,  # A2A 1.1
     }.get(kind.__name__, UnsupportedOperationError)
     if kind is TaskNotFound:
         exc: TaskRuntimeError = TaskNotFound("t1")
@@ -343,6 +345,8 @@ def test_every_runtime_refusal_has_its_a2a_error(kind: type[TaskRuntimeError]) -
         exc = TaskMovedOn("t1")
     elif kind is ContextBusy:
         exc = ContextBusy("c1", "t1")
+    elif kind is runtime_errors.GenerationMismatch:
+        exc = kind("t1", expected=3, current=5)
     else:
         exc = kind("refused", task_id="t1")
     wire = from_runtime(exc)
