@@ -56,9 +56,11 @@ async def list_tasks(connection: asyncpg.Connection, query: TaskQuery, *, owner:
     more = len(rows) > query.page_size
     token = encode_cursor(page[-1]["status_ms"], page[-1]["task_id"]) if more and page else ""
     tasks: builtins.list[Task] = []
+    positions: builtins.list[int] = []
     for row in page:
         try:
             tasks.append(load_task(row["snapshot"]))
+            positions.append(int(row["snapshot_position"]))
         except (ValueError, RecursionError, TypeError) as exc:
             # One task that cannot be loaded must not fail every client's list: it is left out.
             logger.warning(
@@ -66,7 +68,7 @@ async def list_tasks(connection: asyncpg.Connection, query: TaskQuery, *, owner:
                 row["task_id"],
                 type(exc).__name__,
             )
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=total)
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=total, positions=positions)
 
 
 def page_statement(query: TaskQuery, *, owner: str) -> tuple[str, builtins.list[Any]]:
@@ -80,7 +82,7 @@ def page_statement(query: TaskQuery, *, owner: str) -> tuple[str, builtins.list[
         where += f" AND (status_ms, task_id) < (${len(args) - 1}, ${len(args)})"
     args.append(query.page_size + 1)
     statement = (
-        f"SELECT task_id, status_ms, snapshot FROM tasks WHERE {where}"
+        f"SELECT task_id, status_ms, snapshot, snapshot_position FROM tasks WHERE {where}"
         f" ORDER BY status_ms DESC, task_id DESC LIMIT ${len(args)}"
     )
     return statement, args

@@ -24,6 +24,7 @@ from stores.base import (
     ChunkSink,
     Fence,
     JournalWrite,
+    PositionConflict,
     StateConflict,
     TaskGone,
     TaskPage,
@@ -193,7 +194,12 @@ class PostgresTaskStore(TaskStore):
         snapshot = write.snapshot
         if snapshot is None:
             return await self._append(
-                owner, task_id, events, event_id=write.event_id, fence=write.fence
+                owner,
+                task_id,
+                events,
+                event_id=write.event_id,
+                fence=write.fence,
+                if_position=write.if_position,
             )
         stored = write.snapshot_stored
         moment = snapshot.status.timestamp
@@ -211,6 +217,7 @@ class PostgresTaskStore(TaskStore):
             event_id=write.event_id,
             fence=write.fence,
             snapshot=fields,
+            if_position=write.if_position,
             if_state=write.if_state,
         )
 
@@ -244,6 +251,7 @@ class PostgresTaskStore(TaskStore):
         event_id: str | None,
         fence: Fence | None,
         snapshot: tuple[bytes, str, str, int, int] | None = None,
+        if_position: int | None = None,
         if_state: TaskState | None = None,
     ) -> int:
         async with self._db.transaction() as connection:
@@ -256,6 +264,9 @@ class PostgresTaskStore(TaskStore):
                 return int(task["last_event_position"])  # a retry: journaled once
             if fence is not None:
                 check_fence(lease, task_id, fence)
+            if if_position is not None and int(task["position"]) != if_position:
+                current = int(task["position"])
+                raise PositionConflict(task_id, expected=if_position, current=current)
             if if_state is not None and task["state"] != if_state.value:
                 raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
             before = int(task["position"])

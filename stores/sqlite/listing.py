@@ -70,7 +70,8 @@ def page_query(query: TaskQuery, owner: str, now_ms: int) -> PageQuery:
         where += " AND (status_ms, task_id) < (?, ?)"
         page_args += [ms, task_id]
     page_sql = (
-        f"SELECT status_ms, task_id, snapshot FROM tasks INDEXED BY {index} WHERE {where}"
+        f"SELECT status_ms, task_id, snapshot, snapshot_position FROM tasks INDEXED BY {index}"
+        f" WHERE {where}"
         " ORDER BY status_ms DESC, task_id DESC LIMIT ?"
     )
     # One row more than the page: whether there is a next one.
@@ -86,9 +87,12 @@ def list_page(step: Step, query: TaskQuery, owner: str) -> TaskPage:
     page, more = rows[:size], len(rows) > size
     token = encode_cursor(int(page[-1][0]), str(page[-1][1])) if more and page else ""
     tasks: list[Task] = []
-    for _, task_id, snapshot in page:
+    positions: list[int] = []
+    for _, task_id, snapshot, position in page:
         try:
             tasks.append(load_task(bytes(snapshot)))
         except (ValueError, RecursionError):  # one unreadable task must not fail the list
             logger.warning("task_id=<%s> | left out of a task list: cannot be read", task_id)
-    return TaskPage(tasks=tasks, next_page_token=token, total_size=int(total))
+            continue
+        positions.append(int(position))
+    return TaskPage(tasks=tasks, next_page_token=token, total_size=int(total), positions=positions)

@@ -25,6 +25,7 @@ from stores.base import (
     ChunkSink,
     Fence,
     JournalWrite,
+    PositionConflict,
     StateConflict,
     StoreFull,
     TaskGone,
@@ -194,6 +195,8 @@ class SQLiteTaskStore(TaskStore):
             row = self._writable(step, owner, task_id, write.event_id, write.fence)
             if isinstance(row, int):
                 return row
+            if write.if_position is not None and row.position != write.if_position:
+                raise PositionConflict(task_id, expected=write.if_position, current=row.position)
             if write.if_state is not None and row.state != write.if_state.value:
                 raise StateConflict(f"task {task_id!r} is no longer in state {write.if_state}")
             position = self._append(step, row, entries, write.event_id, write.fence)
