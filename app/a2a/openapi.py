@@ -11,6 +11,7 @@ from typing import Any
 from pydantic.json_schema import models_json_schema
 
 from app.a2a.card import package_version
+from app.a2a.openapi_generations import with_task_generations
 from app.a2a.rest import LIST_QUERY, TENANT_PREFIX
 from app.a2a.wire import ListTasksParams, SendMessageParams, TaskIdParams
 from stores.models import ArtifactUpdate, StatusUpdate, Task
@@ -214,7 +215,8 @@ def build_openapi() -> dict[str, Any]:
                 "summary": "A2A JSON-RPC 2.0 endpoint: the 1.0 methods (SendMessage,"
                 " SendStreamingMessage, GetTask, ListTasks, CancelTask, SubscribeToTask, ...) and"
                 " the 0.3 ones (message/send, message/stream, tasks/get, tasks/cancel,"
-                " tasks/resubscribe, ...)",
+                " tasks/resubscribe, ...); under `A2A-Version: 1.1`, the 1.0 methods with task"
+                " generations (GetTask's `currentGeneration`, `ifGenerationMatch`, -32010)",
                 "requestBody": {
                     "required": True,
                     "content": {"application/json": {"schema": {"type": "object"}}},
@@ -338,6 +340,7 @@ def build_openapi() -> dict[str, Any]:
             }
         },
     }
+    with_task_generations(schemas, paths)  # A2A 1.1, under `A2A-Version: 1.1`
     paths |= _within_a_tenant({path: paths[path] for path in paths if path in TENANT_PATHS})
     paths = _with_extension_headers(paths)
     return {

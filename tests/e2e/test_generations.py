@@ -11,16 +11,20 @@ import json
 import threading
 import time
 from collections.abc import Iterator
+from pathlib import Path
 from typing import Any
 
 import httpx
 import pytest
+from jsonschema import Draft202012Validator
 
 from tests.e2e.harness import new_id
 from tests.e2e.webhook import WebhookReceiver
 from tests.fakes.fake_llm import text, tool_calls
 
 pytestmark = pytest.mark.timeout(60)
+
+ROOT = Path(__file__).resolve().parents[2]
 
 LONG_POLL_S = 2.0
 SERVER_ENV = {
@@ -372,6 +376,24 @@ def test_a_stale_generation_is_refused_on_rest_with_409(http, fake_llm, marker):
             ],
         }
     }
+
+
+def test_a_stale_generation_on_a_streaming_send_is_409_before_the_stream_and_as_documented(
+    http, fake_llm, marker
+):
+    task = waiting_task(http, fake_llm, marker)
+    params = answer(task, marker, ifGenerationMatch=int(task["generation"]) + 1)
+    response = http.post(
+        "/message:stream", json=params, headers={**V11, "Accept": "text/event-stream"}
+    )
+    assert response.status_code == 409, response.text
+    assert response.headers["content-type"].startswith("application/json")
+    documented = json.loads((ROOT / "openapi" / "openapi.json").read_text())
+    conflict = documented["paths"]["/message:stream"]["post"]["responses"]["409"]
+    schema = conflict["content"]["application/json"]["schema"]
+    Draft202012Validator({**schema, "components": documented["components"]}).validate(
+        response.json()
+    )
 
 
 @pytest.mark.parametrize("binding", BINDINGS)
