@@ -132,8 +132,10 @@ class Agents:
         url: str,
         with_v03: bool,
         tenant: str | None,
+        with_v11: bool = False,
     ) -> dict[str, Any] | None:
-        """The extended card of the tenant's agent, its interfaces under `url` + its path."""
+        """The extended card of the tenant's agent, its interfaces under `url` + its path (the
+        1.1 ones too `with_v11`: asked for in 1.1)."""
         hosted = self.for_tenant(tenant) or self.first
         return signed_extended_card(
             hosted.settings,
@@ -145,6 +147,7 @@ class Agents:
             skills=hosted.skills,
             signing_base=url,
             agent=hosted.name,
+            with_v11=with_v11,
         )
 
 

@@ -193,9 +193,11 @@ def build_extended_card(
     extensions: Extensions | None = None,
     skills: list[dict[str, Any]] | None = None,
     agent: str | None = None,
+    with_v11: bool = False,
 ) -> dict[str, Any] | None:
     """The card for authenticated callers: the public one with A2A_EXTENDED_CARD's fields over
-    it, its skills added to the public ones; None when no extended card is configured."""
+    it, its skills added to the public ones (and, `with_v11`, its 1.1 interfaces, for a caller
+    asking in 1.1); None when no extended card is configured."""
     fields = settings.extended_card
     if fields is None:
         return None
@@ -207,6 +209,7 @@ def build_extended_card(
         extensions=extensions,
         skills=skills,
         agent=agent,
+        with_v11=with_v11,
     )
     extra_skills = fields.get("skills")
     extended = card | {key: value for key, value in fields.items() if key != "skills"}
@@ -231,10 +234,14 @@ def signed_extended_card(
     skills: list[dict[str, Any]] | None = None,
     signing_base: str | None = None,
     agent: str | None = None,
+    with_v11: bool = False,
 ) -> dict[str, Any] | None:
     """The extended card at `url`, signed when A2A_CARD_SIGNING_KEY is set (the keys at
-    `signing_base`, the server's base URL: `url` unless an agent's path ends it)."""
-    card = build_extended_card(settings, toolbox.specs, url, with_v03, extensions, skills, agent)
+    `signing_base`, the server's base URL: `url` unless an agent's path ends it); `with_v11`:
+    with the 1.1 interfaces, signed with them, as the public card asked for in 1.1 is."""
+    card = build_extended_card(
+        settings, toolbox.specs, url, with_v03, extensions, skills, agent, with_v11
+    )
     if card is None or signer is None:
         return card
     return signer.sign(card, base_url=signing_base or url)

@@ -141,7 +141,7 @@ class Operations:
         handler: RequestHandler,
         *,
         limits: RequestLimits | None = None,
-        extended_card: Callable[[str, bool, str | None], JsonObject | None] | None = None,
+        extended_card: Callable[[str, bool, str | None, bool], JsonObject | None] | None = None,
         pushes: PushConfigStore | None = None,
         push_policy: OutboundPolicy | None = None,
         on_push_registered: Callable[[str, str], None] = lambda task_id, owner: None,
@@ -157,8 +157,8 @@ class Operations:
         self._push_policy = push_policy or OutboundPolicy()
         self._on_push_registered = on_push_registered
         self._extended_card = extended_card
-        """The extended card at a base URL (with the 0.3 members or not) of the agent of a
-        tenant, or None."""
+        """The extended card at a base URL (with the 0.3 members or not; the 1.1 interfaces or
+        not) of the agent of a tenant, or None."""
 
     async def create_push_config(
         self, params: JsonObject, *, context: CallContext, generation: Generation = "1.0"
@@ -253,9 +253,12 @@ class Operations:
         """The extended card (A2A_EXTENDED_CARD) at the URL the caller used, in the caller's
         generation (a 0.3 caller gets the 0.3 members too). When there is none: in 1.0, where the
         card declares `extendedAgentCard: false`, the operation is unsupported (-32004); 0.3
-        has its own error (-32007)."""
+        has its own error (-32007). Asked for in 1.1, it lists the 1.1 interfaces as the public
+        card does."""
         url, with_v03 = context.base_url or "", generation == "0.3"
-        card = self._extended_card(url, with_v03, context.tenant) if self._extended_card else None
+        with_v11 = context.task_generations and generation == "1.0"
+        extended = self._extended_card
+        card = extended(url, with_v03, context.tenant, with_v11) if extended else None
         if card is None:
             if with_v03:
                 raise ExtendedAgentCardNotConfiguredError(

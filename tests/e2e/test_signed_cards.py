@@ -161,6 +161,26 @@ def test_the_extended_card_verifies_on_every_binding_and_generation(signed) -> N
     assert "Só membros." in json.dumps(v1, ensure_ascii=False)
 
 
+def test_the_cards_asked_for_in_11_list_the_11_interfaces_and_verify(signed) -> None:
+    """Asked for in 1.1, the public and the extended card (both bindings) carry the 1.1
+    interfaces, and their signature covers them, as it covers the rest of the card."""
+    server, _ = signed
+    v11 = {"A2A-Version": "1.1"}
+    public = httpx.get(server.url + "/.well-known/agent-card.json", headers=v11, trust_env=False)
+    rest = httpx.get(
+        server.url + "/extendedAgentCard", headers={"X-API-Key": API_KEY, **v11}, trust_env=False
+    )
+    cards = (public.json(), rest.json(), rpc(server.url, "GetExtendedAgentCard", version="1.1"))
+    for card in cards:
+        listed = [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]]
+        assert ("JSONRPC", "1.1") in listed and ("HTTP+JSON", "1.1") in listed, listed
+        verify(ParseDict(copy.deepcopy(card), AgentCard()))  # strict: 1.0 members only
+    assert cards[1] == cards[2]
+    assert cards[1]["supportedInterfaces"] == cards[0]["supportedInterfaces"]
+    v10 = rpc(server.url, "GetExtendedAgentCard", version="1.0")
+    assert v10["signatures"] != cards[2]["signatures"]  # a card of its own, signed as it is
+
+
 def test_a_card_with_one_field_changed_is_refused(signed) -> None:
     server, _ = signed
     card = httpx.get(server.url + "/.well-known/agent-card.json", trust_env=False).json()

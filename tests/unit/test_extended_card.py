@@ -106,3 +106,42 @@ async def test_a2a_card_v03_false_gives_a_strict_10_card_and_still_serves_03() -
         assert "url" not in card and "protocolVersion" not in card
         v03 = await client.post("/", json=rpc("tasks/get") | {"params": {"id": "nope"}})
     assert v03.json()["error"]["code"] == -32001  # the 0.3 method is served all the same
+
+
+def versions(card: dict) -> list[tuple[str, str]]:
+    return [(i["protocolBinding"], i["protocolVersion"]) for i in card["supportedInterfaces"]]
+
+
+async def test_asked_for_in_11_it_lists_the_11_interfaces_as_the_public_card_does(
+    tmp_path,
+) -> None:
+    card_file = tmp_path / "extended.json"
+    card_file.write_text(json.dumps({"description": "For customers.", "skills": [SKILL]}))
+    settings = Settings(a2a_api_keys=f"alice:{KEY}", a2a_extended_card=str(card_file))
+    v11 = HEADERS | {"A2A-Version": "1.1"}
+    async with client_for(settings) as client:
+        public = (await client.get("/.well-known/agent-card.json", headers=v11)).json()
+        rest = (await client.get("/extendedAgentCard", headers=v11)).json()
+        over_rpc = (await client.post("/", json=rpc("GetExtendedAgentCard"), headers=v11)).json()
+        rest_10 = (await client.get("/extendedAgentCard", headers=HEADERS)).json()
+        rpc_10 = await client.post("/", json=rpc("GetExtendedAgentCard"), headers=HEADERS)
+        unversioned = await client.post(
+            "/", json=rpc("GetExtendedAgentCard"), headers={"X-API-Key": KEY}
+        )
+        v03 = await client.post(
+            "/", json=rpc("agent/getAuthenticatedExtendedCard"), headers={"X-API-Key": KEY}
+        )
+    assert ("JSONRPC", "1.1") in versions(public) and ("HTTP+JSON", "1.1") in versions(public)
+    assert rest["supportedInterfaces"] == public["supportedInterfaces"]
+    assert over_rpc["result"] == rest and rest["description"] == "For customers."
+    # Not asked for in 1.1 (1.0, no version, or the 0.3 method): the card 1.0 clients have read.
+    for card in (
+        rest_10,
+        rpc_10.json()["result"],
+        unversioned.json()["result"],
+        v03.json()["result"],
+    ):
+        assert "1.1" not in {version for _, version in versions(card)}, card["supportedInterfaces"]
+    assert {key: value for key, value in rest.items() if key != "supportedInterfaces"} == {
+        key: value for key, value in rest_10.items() if key != "supportedInterfaces"
+    }
