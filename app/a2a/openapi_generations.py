@@ -68,7 +68,8 @@ CURRENT_GENERATION = {
         " the task as it stands). Events that carry no snapshot of the task (streamed chunks,"
         " progress) do not end the wait: the task returned is exactly at its generation, which"
         " may be behind a stream's last event. A held long poll counts as an open stream (503"
-        " beyond `A2A_MAX_STREAMS`); a draining replica answers it at once."
+        " beyond `A2A_MAX_STREAMS`); one held when the replica starts draining is answered at"
+        " once (one that would wait on a replica already draining is 503)."
     ),
     "description": "A2A 1.1: wait until the task's generation passes this one, or"
     " `A2A_LONG_POLL_MAX_S`, before answering." + _READ_IN_11,
