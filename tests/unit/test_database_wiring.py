@@ -118,7 +118,9 @@ def test_postgresql_gets_every_store_with_the_settings_pool_and_timeout(
         calls.append((url, kwargs))
         return made
 
-    fake_backend(monkeypatch, "stores.postgres.factory", create_postgres_stores=create_postgres_stores)
+    fake_backend(
+        monkeypatch, "stores.postgres.factory", create_postgres_stores=create_postgres_stores
+    )
     url = "postgresql://app:s3cret@127.0.0.1:5432/agents"
     settings = Settings(
         database_url=url,
@@ -224,7 +226,9 @@ async def test_an_unreachable_database_makes_the_replica_unready_and_requests_un
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:
     stores = Unreachable()
-    fake_backend(monkeypatch, "stores.postgres.factory", create_postgres_stores=lambda *a, **k: stores)
+    fake_backend(
+        monkeypatch, "stores.postgres.factory", create_postgres_stores=lambda *a, **k: stores
+    )
     settings = Settings(database_url="postgresql://app:s3cret@127.0.0.1:1/agents")
     transport = httpx.ASGITransport(app=create_app(settings, llm=ScriptedLLM()))
     async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
@@ -233,10 +237,12 @@ async def test_an_unreachable_database_makes_the_replica_unready_and_requests_un
             "jsonrpc": "2.0",
             "id": 1,
             "method": "SendMessage",
-            "params": {"message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}},
+            "params": {
+                "message": {"messageId": "m", "role": "ROLE_USER", "parts": [{"text": "x"}]}
+            },
         }
         sent = (await client.post("/", json=send, headers={"A2A-Version": "1.0"})).json()
-        got = (await client.get("/tasks/t-1", headers={"A2A-Version": "1.0"}))
+        got = await client.get("/tasks/t-1", headers={"A2A-Version": "1.0"})
     assert ready.status_code == 503
     assert ready.json() == {"status": "unavailable", "stores": "unreachable"}
     assert stores.pings == 1
