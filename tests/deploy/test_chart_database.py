@@ -85,7 +85,7 @@ def test_a_database_url_in_secret_env_is_a_database_too() -> None:
     ],
 )
 def test_a_database_and_a_redis_together_are_refused(redis: dict[str, Any]) -> None:
-    with pytest.raises(Exception, match="either a Redis .* or a database"):
+    with pytest.raises(Exception, match=r"either a Redis .* or a database"):
         render(**redis, **DATABASE)
 
 
