@@ -15,7 +15,8 @@ from urllib.parse import urlsplit
 
 from app.settings import Settings
 from app.settings.database import Database
-from stores.base import StoreSet
+from stores.base import StoreError, StoreSet
+from stores.errors import StoreLocked
 from stores.memory import InMemoryStores
 
 
@@ -69,7 +70,12 @@ def _sql_stores(settings: Settings, database: Database) -> StoreSet:
         raise StorageConfigurationError(f"invalid configuration: database_url: {exc}") from None
     # No cap on the tasks kept (A2A_MEMORY_MAX_TASKS is the in-memory store's): the file holds
     # what TASK_TTL_S keeps, on disk.
-    sqlite: StoreSet = create_sqlite_stores(path, ttl_s=settings.task_ttl_s, max_tasks=None)
+    try:
+        sqlite: StoreSet = create_sqlite_stores(path, ttl_s=settings.task_ttl_s, max_tasks=None)
+    except StoreLocked:
+        raise  # another server's file: its own one line
+    except (ValueError, StoreError) as exc:  # no such directory, not a database, a newer schema
+        raise StorageConfigurationError(f"cannot open the SQLite file {path}: {exc}") from None
     return sqlite
 
 

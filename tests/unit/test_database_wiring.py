@@ -38,10 +38,9 @@ def fake_backend(monkeypatch: pytest.MonkeyPatch, module: str, **functions: Any)
     else on a stand-in module (the backends are written beside this wiring)."""
     try:
         real = importlib.import_module(module)
-    except ModuleNotFoundError:
+    except ImportError:  # not in the tree (or one of another tree's, found by an editable install)
         package, _, _ = module.rpartition(".")
-        if package not in sys.modules:
-            monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
+        monkeypatch.setitem(sys.modules, package, types.ModuleType(package))
         monkeypatch.setitem(sys.modules, module, types.ModuleType(module))
         real = sys.modules[module]
     for name, function in functions.items():
