@@ -42,7 +42,7 @@ class CapacitySettings(BaseSettings):
     # sends wait for wake-ups (LISTEN/NOTIFY) without holding a pooled connection; so even
     # A2A_MAX_RUNNING_TURNS (256) turns streaming keep only a handful busy on average, and ten
     # leave room for bursts (creates, claims, lists). Each connection is a server process of its
-    # own: PostgreSQL's default max_connections (100) serves nine replicas of ten.
+    # own: PostgreSQL's default max_connections (100) serves eight replicas of ten (storage.md).
     database_pool_size: int = Field(
         10,
         ge=1,
