@@ -126,7 +126,9 @@ class ServerProcess:
         self.bind_host = bind_host  # the server is always reached at 127.0.0.1
         self.wait_ready = wait_ready
         self.extra_env = dict(env or {})
-        self.start_timeout = start_timeout or float(os.environ.get("E2E_SERVER_START_TIMEOUT", 30))
+        # 90 s: a server is ready once LiteLLM is imported, a few seconds on an idle machine but
+        # past 30 s when several servers start at once on a loaded one (seen in full runs).
+        self.start_timeout = start_timeout or float(os.environ.get("E2E_SERVER_START_TIMEOUT", 90))
         self.port = free_port()
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None

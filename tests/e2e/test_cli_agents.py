@@ -106,12 +106,15 @@ async def test_the_client_reaches_an_agent_on_each_binding_its_card_offers(
     fake_llm.script(text("over " + binding, when_user_contains=marker))
     async with httpx.AsyncClient(trust_env=False, timeout=30) as http:
         writer = await A2AClient.connect(http, f"{server.url}/writer")
-        (interface,) = [
+        # The client asks for the card in 1.1: each binding's 1.0 and 1.1 interfaces, one URL.
+        interfaces = [
             entry
             for entry in writer.card["supportedInterfaces"]
             if entry["protocolBinding"] == binding and entry["protocolVersion"].startswith("1.")
         ]
-        assert interface["url"] == f"{server.url}/writer"
+        assert [entry["protocolVersion"] for entry in interfaces] == ["1.0", "1.1"]
+        assert {entry["url"] for entry in interfaces} == {f"{server.url}/writer"}
+        interface = interfaces[0]
         writer.endpoint = replace(writer.endpoint, url=interface["url"], binding=binding)
         events = [event async for event in writer.stream(writer.message(f"bind {marker}"))]
         task_id = events[0].payload["id"]
