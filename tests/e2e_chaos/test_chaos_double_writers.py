@@ -134,7 +134,7 @@ def test_a_replica_frozen_while_answers_stream_writes_nothing_after_the_takeover
             lambda: all(
                 f"-{pid_of(a)}-" in view.holder(t) and artifacts(view, t) >= 2 for t in turns
             ),
-            30,
+            60,  # the turns start together; a loaded machine needs the room (seen at 30 s)
             "A to stream a few chunks of every answer",
         )
         with frozen(a):
