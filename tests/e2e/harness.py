@@ -52,6 +52,7 @@ ERROR_INFO_TYPE = "type.googleapis.com/google.rpc.ErrorInfo"
 _SCRUB_PREFIXES = ("A2A_", "LLM_", "AGENT_", "OPENAI_", "ANTHROPIC_", "LITELLM_")
 _SCRUB = {
     "REDIS_URL",
+    "DATABASE_URL",
     "HTTP_PROXY",
     "HTTPS_PROXY",
     "ALL_PROXY",

@@ -16,6 +16,7 @@ import uuid
 
 import pytest
 
+from tests.e2e_redis.store_view import RedisView
 from tests.e2e_redis.support import REDIS_URL, Cluster, connect, delete_prefix
 
 
@@ -42,6 +43,13 @@ def prefix(request, redis_client):
     p = f"a2a-e2e-{name}-{uuid.uuid4().hex[:10]}"
     yield p
     delete_prefix(redis_client, p)
+
+
+@pytest.fixture(scope="module")
+def store_view(redis_client, prefix):
+    """What the tests ask the stores behind the replicas' backs (tests/e2e_redis/store_view.py):
+    here the Redis keys under the module's prefix."""
+    return RedisView(redis_client, prefix)
 
 
 @pytest.fixture(scope="module")

@@ -173,24 +173,32 @@ class RedisServer:
 
 
 class Cluster:
-    """Replicas A and B of the server: same Redis, same prefix, same fake model."""
+    """Replicas A and B of the server: same Redis, same prefix, same fake model. Or, with a
+    `database_url` instead (tests/e2e_postgres), the same PostgreSQL database."""
 
     def __init__(
         self,
         llm_base_url: str,
         *,
-        redis_url: str,
-        prefix: str,
+        redis_url: str | None = None,
+        prefix: str = "",
+        database_url: str | None = None,
         tool_log: Path,
         extra_env: dict[str, str] | None = None,
     ) -> None:
+        assert (redis_url is None) != (database_url is None), "a Redis or a database"
         self.llm_base_url = llm_base_url
         self.redis_url = redis_url
+        self.database_url = database_url
         self.prefix = prefix
         self.tool_log = tool_log
+        stores = (
+            {"DATABASE_URL": database_url}
+            if database_url is not None
+            else {"REDIS_URL": redis_url or "", "REDIS_KEY_PREFIX": prefix}
+        )
         self.env = {
-            "REDIS_URL": redis_url,
-            "REDIS_KEY_PREFIX": prefix,
+            **stores,
             "AGENT_TOOLS": TOOLS,
             "E2E_REDIS_TOOL_LOG": str(tool_log),
             "LOG_LEVEL": "info",

@@ -1,4 +1,5 @@
-"""CancelTask on replica B of a turn running on replica A (the request travels by Redis pub/sub)."""
+"""CancelTask on replica B of a turn running on replica A (the request travels by Redis pub/sub;
+on PostgreSQL, tests/e2e_postgres, by LISTEN/NOTIFY)."""
 
 from __future__ import annotations
 
@@ -6,8 +7,6 @@ import time
 
 import pytest
 
-from stores.base import ANONYMOUS
-from stores.redis.keys import RedisKeys
 from tests.e2e.harness import send_params
 from tests.e2e_redis.support import (
     BackgroundStream,
@@ -25,11 +24,6 @@ CANCELED = "TASK_STATE_CANCELED"
 CANCEL_BUDGET_S = 1.0  # pub/sub reaches A at once; B answers once A has recorded the cancel
 
 
-def _lease_holder(redis_client, prefix, task_id):
-    raw = redis_client.hget(RedisKeys(prefix).lease(ANONYMOUS, task_id), "holder")
-    return raw.decode() if raw is not None else None
-
-
 def _start_on_a(rpc_a, msg):
     task = rpc_a.send(msg, configuration={"returnImmediately": True})
     assert task["status"]["state"] in ("TASK_STATE_SUBMITTED", "TASK_STATE_WORKING"), task
@@ -41,21 +35,13 @@ def _subscribe(url, task_id, rid):
     return BackgroundStream(lambda: open_sse(url, "/", body, request_id=rid, read_timeout=30))
 
 
-def _assert_turn_runs_on(server, redis_client, prefix, task_id):
-    holder = _lease_holder(redis_client, prefix, task_id)
-    assert holder is not None, "no lease for a running turn"
-    assert f"-{server.proc.pid}-" in holder, f"lease holder {holder!r} is not pid {server.proc.pid}"
-
-
-def test_cancel_on_b_of_model_call_on_a(
-    replicas, rpc_a, rpc_b, fake_llm, marker, redis_client, prefix
-):
+def test_cancel_on_b_of_model_call_on_a(replicas, rpc_a, rpc_b, fake_llm, marker, store_view):
     a, b = replicas
     fake_llm.script(text("too late", delay=20.0, when_user_contains=marker))
     task = _start_on_a(rpc_a, f"slow model {marker}")
     task_id = task["id"]
     fake_llm.wait_for_requests(marker, 1, timeout=15)  # A's model call is in flight
-    _assert_turn_runs_on(a, redis_client, prefix, task_id)
+    store_view.assert_runs_on(a, task_id)
 
     watcher = _subscribe(a.url, task_id, "watch-a").start()
     watcher.wait_for(lambda ev: True, timeout=10, what="the snapshot on A")
@@ -81,9 +67,7 @@ def test_cancel_on_b_of_model_call_on_a(
         later = rpc.get_task(task_id)
         assert later["status"]["state"] == CANCELED, later["status"]
         assert "too late" not in task_text(later), later
-    keys = RedisKeys(prefix)
-    assert _lease_holder(redis_client, prefix, task_id) is None, "lease left held"
-    assert not redis_client.exists(keys.cancel_flag(ANONYMOUS, task_id)), "cancel flag left behind"
+    store_view.assert_released(task_id)  # no lease held, no cancel flag left behind
 
     # The context is free again: a new message in it runs (on B this time).
     fake_llm.script(text("next one", when_user_contains=f"again {marker}"))
@@ -93,7 +77,7 @@ def test_cancel_on_b_of_model_call_on_a(
 
 
 def test_cancel_on_b_of_tool_call_on_a(
-    replicas, rpc_a, rpc_b, fake_llm, marker, redis_client, prefix, cluster
+    replicas, rpc_a, rpc_b, fake_llm, marker, store_view, cluster
 ):
     a, b = replicas
     seconds = 3.0
@@ -107,7 +91,7 @@ def test_cancel_on_b_of_tool_call_on_a(
     while not cluster.tool_runs(marker)[0]:
         assert time.monotonic() < deadline, "the tool never started"
         time.sleep(0.05)
-    _assert_turn_runs_on(a, redis_client, prefix, task_id)
+    store_view.assert_runs_on(a, task_id)
 
     watcher = _subscribe(b.url, task_id, "watch-b").start()
     watcher.wait_for(lambda ev: True, timeout=10, what="the snapshot on B")

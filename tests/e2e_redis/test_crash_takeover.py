@@ -27,14 +27,12 @@ from tests.e2e_redis.support import (
     describe_events,
     ids,
     kill9,
-    lease_holder,
     rebuild_answer,
     result_of,
     state_of_event,
     status_text,
     stream_in_background,
     task_text,
-    wait_for_holder,
 )
 from tests.fakes.fake_llm import message_text, text, tool_calls
 
@@ -143,8 +141,7 @@ def _check_second_turn(fake_llm, rpc_b, context_id, marker, first_text, answer, 
     return task2
 
 
-def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marker, redis_client,
-                               prefix):  # fmt: skip
+def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marker, store_view):
     _, victims = b_and_victims
     a = victims.take()
     seconds = 3.0
@@ -160,11 +157,11 @@ def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marke
     on_b.wait_for(lambda ev: status_text(ev) == "calling slow_tool", timeout=20,
                   what='"calling slow_tool" on B')  # fmt: skip
     _wait_tool(cluster, marker, a.proc.pid, ended=False)
-    assert f"-{a.proc.pid}-" in (lease_holder(redis_client, prefix, task_id) or "")
+    store_view.assert_runs_on(a, task_id)
 
     t_kill = time.monotonic()
     kill9(a)
-    t_taken = wait_for_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
+    t_taken = store_view.wait_for_holder(b, task_id, TAKEOVER_BUDGET_S)
     victims.prefetch()  # B holds the turn now: a fresh replica can start meanwhile
 
     events = on_b.join(40)
@@ -186,7 +183,7 @@ def test_kill_during_tool_call(cluster, b_and_victims, b, rpc_b, fake_llm, marke
 
 
 def test_kill_while_final_answer_streams(cluster, b_and_victims, b, rpc_b, fake_llm, marker,
-                                         redis_client, prefix):  # fmt: skip
+                                         store_view):  # fmt: skip
     _, victims = b_and_victims
     a = victims.take()
     chunks = [f"a{i:02d} " for i in range(30)]
@@ -205,7 +202,7 @@ def test_kill_while_final_answer_streams(cluster, b_and_victims, b, rpc_b, fake_
 
     t_kill = time.monotonic()
     kill9(a)
-    t_taken = wait_for_holder(redis_client, prefix, task_id, b, TAKEOVER_BUDGET_S)
+    t_taken = store_view.wait_for_holder(b, task_id, TAKEOVER_BUDGET_S)
     victims.prefetch()
 
     events = on_b.join(40)

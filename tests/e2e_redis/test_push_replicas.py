@@ -1,13 +1,11 @@
-"""Push notifications on Redis: a webhook registered through replica B for a turn running on
-replica A gets every event after it, once the config is stored (the configs and the delivery
-cursor are in Redis, beside the task)."""
+"""Push notifications on shared stores: a webhook registered through replica B for a turn running
+on replica A gets every event after it, once the config is stored (the configs and the delivery
+cursor are in the stores, beside the task: Redis here, PostgreSQL in tests/e2e_postgres)."""
 
 from __future__ import annotations
 
 import pytest
 
-from stores.base import ANONYMOUS
-from stores.redis.keys import RedisKeys
 from tests.e2e.webhook import WebhookReceiver
 from tests.fakes.fake_llm import text, tool_calls
 
@@ -29,7 +27,7 @@ def _states(items) -> list[str]:
 
 
 def test_a_config_made_on_b_follows_the_turn_on_a(
-    replicas, rpc_a, rpc_b, fake_llm, marker, webhook, redis_client, prefix
+    replicas, rpc_a, rpc_b, fake_llm, marker, webhook, store_view
 ):
     fake_llm.script(tool_calls([("ask_user", {"question": "Colour?"})], when_user_contains=marker))
     task = rpc_a.send(f"paint {marker}")
@@ -37,8 +35,7 @@ def test_a_config_made_on_b_follows_the_turn_on_a(
     path = f"/replicas/{marker}"
     config = {"taskId": task["id"], "id": "hook-1", "url": webhook.url(path), "token": "t"}
     assert rpc_b.result("CreateTaskPushNotificationConfig", config)["id"] == "hook-1"
-    keys = RedisKeys(prefix)
-    assert redis_client.hexists(keys.push_configs(ANONYMOUS, task["id"]), "hook-1")
+    assert "hook-1" in store_view.push_config_ids(task["id"])
 
     # The answer goes to A; the turn resumes there and its events reach the webhook.
     fake_llm.script(text("Red it is.", when_user_contains="red please"))
@@ -56,5 +53,4 @@ def test_a_config_made_on_b_follows_the_turn_on_a(
     # Only what happened after the config was made: not the first turn's events.
     assert "TASK_STATE_INPUT_REQUIRED" not in _states(got)
     assert all(item.headers["x-a2a-notification-token"] == "t" for item in got)
-    cursor = int(redis_client.get(keys.push_cursor(ANONYMOUS, task["id"])))
-    assert cursor >= 5
+    assert store_view.push_cursor(task["id"]) >= 5
