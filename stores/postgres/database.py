@@ -86,7 +86,10 @@ class Database:
                 await connection.close(timeout=timeout)
             pool = asyncpg.create_pool(
                 self.url,
-                min_size=1,
+                # No floor: asyncpg would keep reconnecting a lost floor in the background,
+                # logging a traceback at each failure for as long as the database is down.
+                # Connections are opened as callers need them (and fail as they do).
+                min_size=0,
                 max_size=self._pool_size,
                 command_timeout=timeout,
                 timeout=timeout,  # connection attempts
