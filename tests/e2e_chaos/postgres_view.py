@@ -110,6 +110,17 @@ class PostgresView:
             if wanted is None or r["task_id"] in wanted
         ]
 
+    def tasks_at_end(self) -> list[tuple[str, str, dict[str, Any], bool]]:
+        """Every task: (id, state, snapshot, whether a live lease is held), in one query."""
+        rows = self.fetch(
+            "SELECT t.task_id, t.state, t.snapshot, (l.task_id IS NOT NULL) AS live FROM tasks t"
+            " LEFT JOIN leases l ON l.owner = t.owner AND l.task_id = t.task_id"
+            " AND l.holder IS NOT NULL AND l.lease_expires_at > now() AND l.expires_at > now()"
+            " WHERE t.owner = $1",
+            self.owner,
+        )
+        return [(r["task_id"], r["state"], json.loads(r["snapshot"]), r["live"]) for r in rows]
+
     # --- journals, conversations, claims ---
 
     def journal(self, task_id: str) -> list[JournalRow]:

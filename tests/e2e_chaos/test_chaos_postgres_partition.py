@@ -37,7 +37,7 @@ from tests.e2e_chaos.gate import GatedLLM
 from tests.e2e_chaos.postgres_view import PostgresView
 from tests.e2e_chaos.targets import Target
 from tests.e2e_chaos.test_chaos_partition import (
-    test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers as test_a_replica_cut_off_from_postgres_ends_its_streams_fails_fast_and_recovers,  # noqa: E501
+    test_a_replica_cut_off_from_redis_ends_its_streams_fails_fast_and_recovers as test_a_replica_cut_off_from_postgres_ends_its_streams_fails_fast_and_recovers,
 )
 from tests.e2e_redis.support import Cluster, wait_ready
 
