@@ -128,16 +128,24 @@ class TaskLifecycle:
         # The turn may take the new task itself: nothing here reads it while the turn runs.
         record = await self.start(request, owner=owner, hand_over=True, awaited=True)
         task_id = record.task.id
-        settled = await self._journal.until_settled(
-            task_id, owner=owner, after=record.position, until_drain=True
-        )
-        if settled is None:
-            try:
-                settled = await self._tasks.get(task_id, owner=owner)
-            except StoreUnavailable:
-                if not self._journal.draining:
-                    raise
-                # on the way out: what we know beats an error without the task id
+        try:
+            settled = await self._journal.until_settled(
+                task_id, owner=owner, after=record.position, until_drain=True
+            )
+            if settled is None:
+                try:
+                    settled = await self._tasks.get(task_id, owner=owner)
+                except StoreUnavailable:
+                    if not self._journal.draining:
+                        raise
+                    # on the way out: what we know beats an error without the task id
+        except StoreUnavailable as exc:
+            # The task exists: its client is told its id whichever read failed (the journal's,
+            # woken when PostgreSQL's listening connection is lost, can fail before the turn's
+            # own write does), so it reads the task later instead of sending the message again.
+            if exc.task_id is not None:
+                raise
+            raise StoreUnavailable(*exc.args, task_id=task_id) from exc
         if settled is None:  # the turn has the task: its stored form is no longer its own
             return TaskRecord(task=record.task, owner=owner, position=record.position)
         return settled

@@ -30,6 +30,21 @@ logger = logging.getLogger(__name__)
 POOL_WAITS = 10
 """How many command timeouts a caller may wait for a free connection."""
 
+IDLE_IN_TRANSACTION_TIMEOUTS = 2
+"""How many command timeouts the server keeps a transaction whose client sends nothing."""
+
+
+def session_settings(command_timeout_s: float) -> dict[str, str]:
+    """The pool's sessions' settings. `idle_in_transaction_session_timeout`: a replica cut off
+    from the database mid-transaction (its next statement, or the answer to its last, lost in a
+    partition) leaves its session open on the server, holding its row locks (a lease, a claim,
+    a task row) until TCP gives up, hours later by default; every other replica's statement on
+    those rows waits and times out, so nobody takes the cut-off replica's turns over. The server
+    ends such a transaction (rolled back, its locks freed) once it has been idle for longer than
+    its client would have waited for an answer."""
+    idle_ms = int(IDLE_IN_TRANSACTION_TIMEOUTS * command_timeout_s * 1000)
+    return {"idle_in_transaction_session_timeout": str(max(idle_ms, 1000))}
+
 
 class Database:
     """The pool, made on first use; `on_open` runs once it is (the stores' background sweep)."""
@@ -86,11 +101,15 @@ class Database:
                 await connection.close(timeout=timeout)
             pool = asyncpg.create_pool(
                 self.url,
-                min_size=1,
+                # No floor: asyncpg would keep reconnecting a lost floor in the background,
+                # logging a traceback at each failure for as long as the database is down.
+                # Connections are opened as callers need them (and fail as they do).
+                min_size=0,
                 max_size=self._pool_size,
                 command_timeout=timeout,
                 timeout=timeout,  # connection attempts
                 max_inactive_connection_lifetime=60.0,
+                server_settings=session_settings(timeout),
             )
             return await pool
 
@@ -102,17 +121,33 @@ class Database:
             async with pool.acquire(timeout=POOL_WAITS * self.command_timeout_s) as connection:
                 try:
                     yield connection
-                except asyncpg.exceptions.InternalClientError:
-                    # Its protocol is stuck mid-state (see errors.py): never hand it out again.
+                except (asyncpg.exceptions.InternalClientError, TimeoutError):
+                    # Its protocol is stuck mid-state (see errors.py), or the server did not
+                    # answer in time: never hand it out again. Released as it is, the pool (or
+                    # a rollback) would first wait for the timed-out statement's cancel, which
+                    # a server cut off never answers: the caller's error would come a command
+                    # timeout late, or two.
                     connection.terminate()
                     raise
 
     @contextlib.asynccontextmanager
     async def transaction(self) -> AsyncIterator[asyncpg.Connection]:
         """A pooled connection in a transaction (READ COMMITTED: the stores lock the rows that
-        their conditional writes read, `FOR UPDATE` / `FOR SHARE`)."""
-        async with self.connection() as connection, connection.transaction():
-            yield connection
+        their conditional writes read, `FOR UPDATE` / `FOR SHARE`). A statement past its
+        timeout ends it with the connection (the server rolls back what it had)."""
+        async with self.connection() as connection:
+            transaction = connection.transaction()
+            await transaction.start()
+            try:
+                yield connection
+            except TimeoutError:
+                raise  # no rollback to wait for: connection() terminates the connection
+            except BaseException:
+                if not connection.is_closed():
+                    await transaction.rollback()
+                raise
+            else:
+                await transaction.commit()
 
     async def ping(self, timeout_s: float) -> None:
         """StoreUnavailable unless the database answers within `timeout_s`."""

@@ -69,7 +69,7 @@ def tasks_end(history: History, final: FinalState) -> list[str]:
     for task_id, key in history.acknowledged.items():
         stored = final.tasks.get(task_id)
         if stored is None:
-            out.append(f"stuck: acknowledged task {task_id} ({key}) is not in Redis")
+            out.append(f"stuck: acknowledged task {task_id} ({key}) is not in the store")
         elif stored.state not in TERMINAL:
             out.append(f"stuck: acknowledged task {task_id} ({key}) ends {stored.state}")
     for task_id, stored in final.tasks.items():
@@ -169,7 +169,7 @@ def streams_match(history: History, final: FinalState) -> list[str]:
             out.append(f"{where}: positions skip or repeat at {gaps[:5]} (of {ids[0]}..{ids[-1]})")
         stored = final.tasks.get(stream.task_id or "")
         if stored is None:
-            out.append(f"{where}: its task is not in Redis")
+            out.append(f"{where}: its task is not in the store")
             continue
         journal = {e.position: e.event for e in stored.journal}
         for position, result in stream.events:

@@ -7,6 +7,8 @@ before the next:
               the lease, then healed by dropping the held connections or by letting the held
               writes through late (how a stale turn's writes land after others took it over);
 * `redis`     kill -9 of Redis, restarted 1-3 s later from its AOF;
+* `database`  (on PostgreSQL, in place of `redis`) kill -9 of the server and its backends,
+              restarted 1-3 s later (crash recovery from its WAL);
 * `failover`  (on a cluster) a replica of a master promoted (CLUSTER FAILOVER).
 
 Runs in a thread of its own (every step is a blocking call on processes and proxies).
@@ -24,6 +26,7 @@ from tests.nemesis.system import System
 
 SINGLE_FAULTS = ("kill", "pause", "cut", "redis")
 CLUSTER_FAULTS = ("kill", "pause", "failover")
+POSTGRES_FAULTS = ("kill", "pause", "cut", "database")
 
 
 class Nemesis(threading.Thread):
@@ -34,7 +37,13 @@ class Nemesis(threading.Thread):
         self.system = system
         self.history = history
         self.rng = random.Random(seed * 7919 + 1)
-        self.faults = faults or (CLUSTER_FAULTS if system.cluster_mode else SINGLE_FAULTS)
+        self.faults = faults or (
+            CLUSTER_FAULTS
+            if system.cluster_mode
+            else POSTGRES_FAULTS
+            if system.database == "postgres"
+            else SINGLE_FAULTS
+        )
         self.stopping = threading.Event()
         self.failure: BaseException | None = None
 
@@ -84,6 +93,11 @@ class Nemesis(threading.Thread):
             system.kill_redis()
             self._sleep(self.rng.uniform(1, 3))
             system.start_redis()
+        elif kind == "database":
+            record.target = "postgres"
+            system.kill_database()
+            self._sleep(self.rng.uniform(1, 3))
+            system.start_database()
         elif kind == "failover":
             key = f"{system.prefix}:x{{{self.rng.randrange(1 << 30)}}}"
             old, new = system.failover(key)

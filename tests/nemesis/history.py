@@ -1,5 +1,6 @@
 """The recorded history of a nemesis run: what the clients did and were told (written as they go),
-what the faults did, and what the system holds at the end (read from Redis once it is quiet).
+what the faults did, and what the system holds at the end (read from Redis, or from PostgreSQL's
+rows, once it is quiet).
 
 Times are `time.monotonic()` (one clock for every process of the machine: the tool's records and
 the model's use it too).
@@ -14,6 +15,7 @@ from typing import Any
 
 from stores.base import ANONYMOUS
 from stores.redis.keys import RedisKeys
+from tests.e2e_chaos.postgres_view import PostgresView
 from tests.e2e_chaos.redis_view import RedisView
 
 
@@ -160,6 +162,34 @@ def read_final_state(
         tasks=tasks,
         conversations={c: view.conversation(c) for c in contexts},
         claims=claims,
+        tool_runs=tool_runs,
+        model_calls=model_calls,
+        readiness=readiness,
+        replicas=replicas,
+        wall_offset=time.time() - time.monotonic(),
+    )
+
+
+def read_postgres_final_state(
+    url: str,
+    contexts: list[str],
+    tool_runs: list[dict[str, Any]],
+    model_calls: list[dict[str, Any]],
+    readiness: dict[str, str],
+    replicas: list[str],
+) -> FinalState:
+    """`read_final_state` from the PostgreSQL stores' rows (tests/e2e_chaos/postgres_view.py):
+    the journal's `position` column is the position the Redis entry id carries."""
+    view = PostgresView(url)
+    journals = view.journals()
+    tasks = {}
+    for task_id, state, snapshot, live in view.tasks_at_end():
+        journal = [JournalEntry(int(row.position), row.event) for row in journals.get(task_id, [])]
+        tasks[task_id] = StoredTask(task_id, state, snapshot, journal, live)
+    return FinalState(
+        tasks=tasks,
+        conversations={c: view.conversation(c) for c in contexts},
+        claims={c: view.claim_task(c) for c in contexts},
         tool_runs=tool_runs,
         model_calls=model_calls,
         readiness=readiness,

@@ -1,5 +1,6 @@
 """One nemesis run: start the system, play the workload under the faults for a while, heal, let
-the clients finish their turns, read what Redis holds, check the whole history, report.
+the clients finish their turns, read what Redis (or PostgreSQL) holds, check the whole history,
+report.
 
 Used by bench/nemesis.py (long runs, flags) and tests/e2e_chaos/test_nemesis.py (a short run).
 """
@@ -15,7 +16,7 @@ from pathlib import Path
 
 from tests.nemesis.checker import check
 from tests.nemesis.faults import Nemesis
-from tests.nemesis.history import History, read_final_state
+from tests.nemesis.history import History, read_final_state, read_postgres_final_state
 from tests.nemesis.system import System
 from tests.nemesis.tool import read_runs
 from tests.nemesis.workload import WorkloadConfig, run_workload
@@ -32,6 +33,7 @@ class RunConfig:
     sessions: int = 6
     faults: tuple[str, ...] | None = None
     env: dict[str, str] = field(default_factory=dict)
+    database: str = "redis"  # or "postgres": a private PostgreSQL instead of Redis
 
 
 @dataclass
@@ -47,7 +49,7 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
     began = time.monotonic()
     with System(
         workdir, replicas=config.replicas, cluster=config.cluster, appendfsync=config.appendfsync,
-        lease_ttl_s=config.lease_ttl_s, env=config.env,
+        lease_ttl_s=config.lease_ttl_s, env=config.env, database=config.database,
     ) as system:  # fmt: skip
         nemesis = Nemesis(system, history, config.seed, faults=config.faults)
         deadline = time.monotonic() + config.seconds
@@ -59,14 +61,16 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         readiness = system.readiness(timeout=120)
         # Turns the clients gave up on may still be taken over: give the sweep two leases.
         time.sleep(2 * config.lease_ttl_s)
-        client = system.redis_client()
-        try:
-            final = read_final_state(
-                client, system.prefix, sorted({t.context_id for t in history.turns}),
-                read_runs(str(system.tool_log)), system.model.calls(), readiness, system.urls,
-            )  # fmt: skip
-        finally:
-            client.close()
+        contexts = sorted({t.context_id for t in history.turns})
+        records = (read_runs(str(system.tool_log)), system.model.calls(), readiness, system.urls)
+        if system.postgres is not None:
+            final = read_postgres_final_state(system.postgres.url, contexts, *records)
+        else:
+            client = system.redis_client()
+            try:
+                final = read_final_state(client, system.prefix, contexts, *records)
+            finally:
+                client.close()
         (workdir / "history.json").write_text(json.dumps(history.dump(), default=str))
         (workdir / "model-calls.json").write_text(json.dumps(final.model_calls))
         violations = check(history, final)
@@ -89,6 +93,12 @@ async def _play(system: System, history: History, config: RunConfig, workload: W
     await clients
 
 
+def _store(config: RunConfig) -> str:
+    if config.database == "postgres":
+        return "postgres fsync=on synchronous_commit=on"
+    return "cluster" if config.cluster else "redis appendfsync=" + config.appendfsync
+
+
 def render_report(config: RunConfig, history: History, final, violations: list[str],
                   tracebacks: list[str], elapsed: float) -> str:  # fmt: skip
     turns = history.turns
@@ -102,7 +112,7 @@ def render_report(config: RunConfig, history: History, final, violations: list[s
     tool_runs = sum(1 for r in final.tool_runs if r["event"] == "start")
     lines = [
         f"nemesis seed={config.seed} length={config.seconds:.0f}s replicas={config.replicas}"
-        f" store={'cluster' if config.cluster else 'redis appendfsync=' + config.appendfsync}"
+        f" store={_store(config)}"
         f" lease={config.lease_ttl_s}s ran {elapsed:.0f}s",
         f"faults: {len(history.faults)} ({', '.join(f'{k} {n}' for k, n in sorted(faults.items()))})",
         f"turns: {len(turns)} ({', '.join(f'{k} {n}' for k, n in sorted(Counter(t.kind for t in turns).items()))});"
@@ -111,7 +121,7 @@ def render_report(config: RunConfig, history: History, final, violations: list[s
         + ", ".join(
             f"{str(k).removeprefix('TASK_STATE_')} {n}" for k, n in sorted(states.items(), key=str)
         ),
-        f"tasks in Redis: {len(final.tasks)}, acknowledged to clients: {len(history.acknowledged)}",
+        f"tasks stored: {len(final.tasks)}, acknowledged to clients: {len(history.acknowledged)}",
         f"streams read: {len(streams)} ({resumed} resumed with Last-Event-ID, {joined} joined mid-turn),"
         f" events {sum(len(s.events) for s in streams)}",
         f"tool runs: {tool_runs}; model calls: {len(final.model_calls)}",

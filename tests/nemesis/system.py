@@ -4,7 +4,11 @@ Redis suites start them) on one Redis with AOF, each reaching it through its own
     replica i --REDIS_URL--> Blackhole i --> redis-server (AOF, a temp dir, a free port)
 
 or, with `cluster=True`, on a local Redis Cluster (three masters with a replica each; no proxies:
-a cluster client follows the nodes' own addresses, so a cut is not one proxy away).
+a cluster client follows the nodes' own addresses, so a cut is not one proxy away), or, with
+`database="postgres"`, on one private PostgreSQL (tests/e2e_chaos/private_postgres.py: fsync and
+synchronous_commit on, killed -9 and restarted from its WAL as Redis is from its AOF):
+
+    replica i --DATABASE_URL--> Blackhole i --> postgres (a temp dir, a free port)
 
 The model is the nemesis' fake (model.py) in this process; the tool is tests/nemesis/tool.py.
 Every replica gets the same environment (`replica_env`, plus a deployment's own settings).
@@ -26,6 +30,7 @@ import httpx
 
 from tests.e2e.harness import ServerProcess
 from tests.e2e_chaos.blackhole import Blackhole
+from tests.e2e_chaos.private_postgres import PrivatePostgres
 from tests.e2e_redis.support import RedisServer, connect, wait_ready
 from tests.nemesis.model import NemesisModel
 from tests.redis_cluster import LocalRedisCluster
@@ -82,25 +87,34 @@ class System:
         appendfsync: str = "always",
         lease_ttl_s: float = 6.0,
         env: dict[str, str] | None = None,
+        database: str = "redis",
     ) -> None:
+        assert database in ("redis", "postgres"), database
+        assert not (cluster and database == "postgres"), "a cluster is Redis's"
         self.workdir = workdir
         self.count = replicas
         self.cluster_mode = cluster
+        self.database = database
         self.lease_ttl_s = lease_ttl_s
         self.prefix = f"nemesis-{os.getpid()}-{int(time.time())}"
         self.tool_log = workdir / "tool-runs.jsonl"
         self.model = NemesisModel()
-        self.redis = None if cluster else AofRedis(appendfsync)
+        self.redis = None if cluster or database == "postgres" else AofRedis(appendfsync)
+        self.postgres = PrivatePostgres() if database == "postgres" else None
         self.cluster: LocalRedisCluster | None = LocalRedisCluster() if cluster else None
         self.deployment_env = dict(env or {})
         self.replicas: list[Replica] = []
 
     # --- start and stop -----------------------------------------------------------------------
 
-    def replica_env(self, redis_url: str) -> dict[str, str]:
+    def replica_env(self, store_url: str) -> dict[str, str]:
+        stores = (
+            {"DATABASE_URL": store_url}
+            if self.postgres is not None
+            else {"REDIS_URL": store_url, "REDIS_KEY_PREFIX": self.prefix}
+        )
         env = {
-            "REDIS_URL": redis_url,
-            "REDIS_KEY_PREFIX": self.prefix,
+            **stores,
             "LEASE_TTL_S": str(self.lease_ttl_s),
             "AGENT_TOOLS": "tests.nemesis.tool:nemesis_step",
             "NEMESIS_TOOL_LOG": str(self.tool_log),
@@ -122,6 +136,10 @@ class System:
             self.cluster.start()
             urls = [self.cluster.url] * self.count
             proxies: list[Blackhole | None] = [None] * self.count
+        elif self.postgres is not None:
+            postgres = self.postgres.start()
+            proxies = [Blackhole(postgres.port).start() for _ in range(self.count)]
+            urls = [postgres.url_at(p.port) for p in proxies if p is not None]
         else:
             assert self.redis is not None
             self.redis.start()
@@ -153,6 +171,8 @@ class System:
                 replica.proxy.close()
         if self.redis is not None:
             self.redis.cleanup()
+        if self.postgres is not None:
+            self.postgres.cleanup()
         if self.cluster is not None:
             self.cluster.stop()
         self.model.stop()
@@ -208,6 +228,16 @@ class System:
     def start_redis(self) -> None:
         assert self.redis is not None
         self.redis.start(timeout=60)
+
+    def kill_database(self) -> None:
+        """kill -9 of the PostgreSQL server and every backend (a crash: no checkpoint)."""
+        assert self.postgres is not None
+        self.postgres.kill9()
+
+    def start_database(self) -> None:
+        """PostgreSQL again on its directory (crash recovery from the WAL) and port."""
+        assert self.postgres is not None
+        self.postgres.start(timeout=120)
 
     def failover(self, key: str) -> tuple[int, int]:
         assert self.cluster is not None
