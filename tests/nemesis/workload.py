@@ -29,8 +29,6 @@ from dataclasses import dataclass
 from typing import Any
 
 from tests.e2e.harness import user_message
-from tests.nemesis.history import BusyRecord, History, StreamRecord, TurnRecord
-from tests.nemesis.model import prompt_text, reply_text
 from tests.nemesis.a2a_wire import (
     BUSY,
     INPUT_REQUIRED,
@@ -42,6 +40,8 @@ from tests.nemesis.a2a_wire import (
     Wire,
     state_of,
 )
+from tests.nemesis.history import BusyRecord, History, StreamRecord, TurnRecord
+from tests.nemesis.model import prompt_text, reply_text
 
 KINDS = ("plain", "plain", "plain", "tool", "ask", "long")
 SEND_AGAIN = "please send the message again"
