@@ -140,12 +140,9 @@ class TaskLifecycle:
                         raise
                     # on the way out: what we know beats an error without the task id
         except StoreUnavailable as exc:
-            # The task exists: its client is told its id whichever read failed (the journal's,
-            # woken when PostgreSQL's listening connection is lost, can fail before the turn's
-            # own write does), so it reads the task later instead of sending the message again.
-            if exc.task_id is not None:
-                raise
-            raise StoreUnavailable(*exc.args, task_id=task_id) from exc
+            # Whichever read failed (PostgreSQL's journal wait fails first when its listening
+            # connection is lost), the client is told its task: it reads it, never resends.
+            raise StoreUnavailable(*exc.args, task_id=exc.task_id or task_id) from exc
         if settled is None:  # the turn has the task: its stored form is no longer its own
             return TaskRecord(task=record.task, owner=owner, position=record.position)
         return settled
