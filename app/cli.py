@@ -1,4 +1,5 @@
 """`a2a-server` / `python -m app`: serve the agent. Flags override the environment.
+`a2a-server migrate` migrates DATABASE_URL's PostgreSQL schema and exits.
 
 The process is the server's own, so this command also tunes it: the collector's thresholds, and
 the loaded heap frozen once the model adapter has loaded. `create_app` does neither, so that an
@@ -13,6 +14,7 @@ import gc
 import logging
 import sys
 from functools import partial
+from urllib.parse import urlsplit
 
 import uvicorn
 from fastapi import FastAPI
@@ -30,6 +32,9 @@ from app.main import create_app
 from app.ops.logs import configure_logging
 from app.settings import Settings
 from app.settings.agents_file import AgentsFileError
+from app.settings.database import Database
+from app.storage import StorageConfigurationError
+from stores.errors import StoreLocked
 
 logger = logging.getLogger(__name__)
 
@@ -101,6 +106,14 @@ def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="a2a-server", description="Serve an A2A agent.")
     parser.add_argument("--host", help="bind address (A2A_HOST, default 127.0.0.1)")
     parser.add_argument("--port", type=int, help="port (A2A_PORT, default 8000)")
+    commands = parser.add_subparsers(dest="command", metavar="{migrate}")
+    commands.add_parser(
+        "migrate",
+        help="bring DATABASE_URL's PostgreSQL schema to this version, print it, and exit",
+        description="Migrate DATABASE_URL's PostgreSQL schema to this version (forward only,"
+        " under an advisory lock), print the version, exit. Servers migrate at start too; this"
+        " is for a deploy step that runs before them.",
+    )
     args = parser.parse_args(argv)
     overrides = {
         name: value
@@ -113,8 +126,11 @@ def main(argv: list[str] | None = None) -> int:
         for error in exc.errors():  # one line each: the setting, and what is wrong with it
             where = ".".join(str(part) for part in error["loc"])
             why = str(error["msg"]).removeprefix("Value error, ")
-            print(f"a2a-server: invalid configuration: {where}: {why}", file=sys.stderr)
+            named = f"{where}: " if where else ""  # a check of several settings names them
+            print(f"a2a-server: invalid configuration: {named}{why}", file=sys.stderr)
         return 2
+    if args.command == "migrate":
+        return migrate(settings)
     configure_logging(settings)
     try:
         app = create_app(settings)
@@ -130,5 +146,43 @@ def main(argv: list[str] | None = None) -> int:
     except AgentsFileError as exc:  # names the file, the agent and the key
         print(f"a2a-server: invalid agents file: {exc}", file=sys.stderr)
         return 2
+    except (StoreLocked, StorageConfigurationError) as exc:  # another server's SQLite file
+        print(f"a2a-server: {exc}", file=sys.stderr)
+        return 2
     gc.set_threshold(*COLLECTOR_THRESHOLDS)
     return serve(app, settings)
+
+
+def migrate(settings: Settings) -> int:
+    """`a2a-server migrate`: DATABASE_URL's PostgreSQL schema brought to this version, once.
+    0 and the version on stdout; 2 when DATABASE_URL names no PostgreSQL (SQLite migrates its
+    file when a server opens it); 1 when the database cannot be reached or refuses. One line."""
+    database = settings.database
+    if database is None or database.kind != "postgresql":
+        why = (
+            "DATABASE_URL is not set"
+            if database is None
+            else "DATABASE_URL names SQLite, whose file the server migrates when it opens it"
+        )
+        print(f"a2a-server migrate: {why}; nothing to migrate but PostgreSQL", file=sys.stderr)
+        return 2
+    try:
+        from stores.postgres.migrations import migrate as migrate_schema
+
+        version = int(asyncio.run(migrate_schema(database.url)))
+    except Exception as exc:  # unreachable, credentials refused, no such database: one line
+        print(
+            f"a2a-server migrate: cannot migrate {database.shown}: {_one_line(exc, database)}",
+            file=sys.stderr,
+        )
+        return 1
+    print(f"a2a-server migrate: {database.shown} is at schema version {version}")
+    return 0
+
+
+def _one_line(exc: Exception, database: Database) -> str:
+    """The error's first line, without the URL's password should a driver repeat it."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    if password := urlsplit(database.url).password:
+        text = text.replace(password, "***")
+    return text

@@ -1,7 +1,7 @@
 """The object graph of one server, built from Settings in one place, and its lifespan.
 
     Settings --build_services--> Services
-        stores (memory | Redis)
+        stores (app.storage: memory | Redis | PostgreSQL | SQLite)
         agents (app.agents): each its toolbox (functions, MCP, remote agents), model client,
             hooks, AgentLoop and Agent: one from the environment, or AGENTS_FILE's
         runtime: TaskRunner, TurnSupervisor, JournalFollower, TaskLifecycle, push delivery, Drain
@@ -23,7 +23,6 @@ from contextlib import asynccontextmanager, nullcontext
 from dataclasses import dataclass
 from functools import partial
 from typing import TYPE_CHECKING, Any
-from urllib.parse import urlsplit
 
 from agent.hooks import Hooks
 from agent.llm.base import LLMClient
@@ -56,8 +55,8 @@ from app.ops.readiness import Readiness
 from app.ops.telemetry import start_metrics, start_tracing, stop_metrics, stop_tracing
 from app.push import build_push_delivery, push_policy
 from app.settings import Settings
+from app.storage import build_stores, describe_stores
 from stores.base import StoreSet
-from stores.memory import InMemoryStores
 from stores.rate_limit import RateLimit, RateLimiter
 
 if TYPE_CHECKING:  # the SDKs load only when metrics are exported, or gRPC served
@@ -67,43 +66,6 @@ if TYPE_CHECKING:  # the SDKs load only when metrics are exported, or gRPC serve
     from app.grpc.service_v0_3 import PublicCard
 
 logger = logging.getLogger(__name__)
-
-
-def build_stores(settings: Settings) -> StoreSet:
-    if not settings.redis_url:
-        return InMemoryStores.create(
-            ttl_s=settings.task_ttl_s,
-            max_tasks=settings.a2a_memory_max_tasks,
-            window_max=settings.agent_history_max_messages,
-        )
-    # Imported here so the embedded default never loads the Redis client.
-    from stores.redis.factory import create_redis_stores
-
-    return create_redis_stores(
-        settings.redis_url,
-        prefix=settings.redis_key_prefix,
-        ttl_s=settings.task_ttl_s,
-        max_running_turns=settings.a2a_max_running_turns,
-        max_streams=settings.a2a_max_streams,
-        command_timeout_s=settings.redis_command_timeout_s,
-        cluster=settings.redis_cluster,
-    )
-
-
-def describe_stores(settings: Settings) -> str:
-    """The store backend for the startup log: `stores=<memory>`, or Redis with its address (the
-    scheme, host, port and database only: never the credentials)."""
-    if not settings.redis_url:
-        return "stores=<memory>"
-    url = urlsplit(settings.redis_url)
-    if settings.redis_cluster or url.scheme.endswith("+cluster"):
-        hosts = url.netloc.rpartition("@")[2]  # seed nodes, without the credentials
-        return f"stores=<redis-cluster>, url=<{url.scheme}://{hosts}>"
-    try:
-        where = f"{url.hostname or 'localhost'}:{url.port or 6379}"
-    except ValueError:  # an unreadable port: say so rather than echo the URL
-        where = "?"
-    return f"stores=<redis>, url=<{url.scheme}://{where}{url.path or '/0'}>"
 
 
 def build_rate_limiter(settings: Settings, stores: StoreSet) -> RateLimiter | None:

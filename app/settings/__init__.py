@@ -11,6 +11,7 @@ from pydantic_settings import SettingsConfigDict
 
 from app.settings.callers import CallerSettings
 from app.settings.capacity import CapacitySettings
+from app.settings.database import Database
 from app.settings.engine import EngineSettings
 from app.settings.fields import extended_card_fields
 from app.settings.operations import OperationsSettings
@@ -26,6 +27,13 @@ class Settings(
     def public_url(self) -> str | None:
         """A2A_PUBLIC_URL without a trailing slash (clients append `/message:send` to it)."""
         return self.a2a_public_url.rstrip("/") if self.a2a_public_url else None
+
+    @property
+    def database(self) -> Database | None:
+        """DATABASE_URL, parsed (checked when the settings were read), or None when unset."""
+        if self.database_url is None:
+            return None
+        return Database.parse(self.database_url.get_secret_value())
 
     @property
     def extended_card(self) -> dict[str, Any] | None:

@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
-from pydantic import Field
+from typing import Self
+
+from pydantic import Field, model_validator
 from pydantic_settings import BaseSettings
 
 from agent.runtime.admission import MAX_RUNNING_TURNS
 from agent.runtime.turn_gate import TURN_SLICE_S
+from app.settings.database import DatabaseUrl
 from app.settings.fields import (
     RedisUrl,
 )
@@ -19,13 +22,38 @@ class CapacitySettings(BaseSettings):
     redis_url: RedisUrl = Field(
         None,
         description="Redis URL (`redis://` or `rediss://`; a cluster:"
-        " `redis+cluster://host:port,host:port`); unset = in-memory stores.",
+        " `redis+cluster://host:port,host:port`); unset = DATABASE_URL, or in-memory stores.",
     )
     redis_cluster: bool = Field(
         False, description="REDIS_URL names seed nodes of a Redis Cluster (as `redis+cluster://`)."
     )
     redis_key_prefix: str = Field(
         "a2a", min_length=1, description="Prefix of every Redis key the server writes."
+    )
+    database_url: DatabaseUrl = Field(
+        None,
+        description="Every store in one SQL database: PostgreSQL"
+        " (`postgresql://user:password@host:port/db`, or `postgres://`; any replica count) or"
+        " SQLite (`sqlite:///relative.db`, `sqlite:////absolute.db`; one server only); not with"
+        " REDIS_URL (docs/storage.md).",
+    )
+    # asyncpg's own default. What a replica needs at once: a running turn writes one statement at
+    # a time (a few hundred microseconds, a commit's fsync included), and streams and blocking
+    # sends wait for wake-ups (LISTEN/NOTIFY) without holding a pooled connection; so even
+    # A2A_MAX_RUNNING_TURNS (256) turns streaming keep only a handful busy on average, and ten
+    # leave room for bursts (creates, claims, lists). Each connection is a server process of its
+    # own: PostgreSQL's default max_connections (100) serves nine replicas of ten.
+    database_pool_size: int = Field(
+        10,
+        ge=1,
+        description="PostgreSQL connections each replica may open (replicas x this must stay"
+        " under the server's max_connections).",
+    )
+    database_command_timeout_s: float = Field(
+        2.0,
+        gt=0,
+        description="A PostgreSQL statement (or connection attempt) without an answer after this"
+        " long fails (store unavailable); the readiness probe waits as long.",
     )
     lease_ttl_s: float = Field(
         15.0,
@@ -145,3 +173,12 @@ class CapacitySettings(BaseSettings):
         " while streams are open Redis is pinged this often, and a ping unanswered for twice this"
         " long ends them with the store-unavailable error (clients resume elsewhere).",
     )
+
+    @model_validator(mode="after")
+    def _one_store_backend(self) -> Self:
+        if self.redis_url and self.database_url is not None:
+            raise ValueError(
+                "REDIS_URL and DATABASE_URL are both set: every store is in one backend;"
+                " unset one of them"
+            )
+        return self

@@ -307,7 +307,8 @@ def test_every_setting_can_be_set_through_values() -> None:
     config = dict.fromkeys(plain - {"A2A_SHUTDOWN_GRACE_S"}, "x")
     data = config_of(render(config=config))
     assert {name: data.get(name) for name in config} == config
-    assert SECRET_SETTINGS == {"LLM_API_KEY", "A2A_API_KEYS"}  # both reachable: secretEnv, auth
+    # each reachable: secretEnv, auth, database.existingSecret (tests/deploy/test_chart_database.py)
+    assert SECRET_SETTINGS == {"LLM_API_KEY", "A2A_API_KEYS", "DATABASE_URL"}
 
 
 def test_the_grace_period_covers_the_pre_stop_pause_and_the_drain() -> None:

@@ -49,9 +49,18 @@ true
 {{- end -}}
 {{- end -}}
 
-{{- /* "true" when the chart runs its own Redis: asked for, and no REDIS_URL given. */ -}}
+{{- /* "true" when the stores are in a SQL database (DATABASE_URL): from database.existingSecret,
+  or in secretEnv. */ -}}
+{{- define "a2a.database" -}}
+{{- if or .Values.database.existingSecret (index .Values.secretEnv "DATABASE_URL") -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /* "true" when the chart runs its own Redis: asked for, and neither a REDIS_URL nor a
+  database given. */ -}}
 {{- define "a2a.bundledRedis" -}}
-{{- if and .Values.redis.enabled (not (include "a2a.externalRedis" .)) -}}
+{{- if and .Values.redis.enabled (not (include "a2a.externalRedis" .)) (not (include "a2a.database" .)) -}}
 true
 {{- end -}}
 {{- end -}}
@@ -63,11 +72,19 @@ true
 {{- end -}}
 {{- end -}}
 
-{{- /* replicaCount, or by default 2 with a Redis (one pod can go while the other serves) and 1
-  with in-memory stores (several would each keep their own tasks). */ -}}
+{{- /* "true" when the replicas share their stores: a Redis, or a database. (A SQLite URL in the
+  Secret cannot be seen from here: docs/deployment.md says it is one replica only.) */ -}}
+{{- define "a2a.sharedStores" -}}
+{{- if or (include "a2a.hasRedis" .) (include "a2a.database" .) -}}
+true
+{{- end -}}
+{{- end -}}
+
+{{- /* replicaCount, or by default 2 with shared stores (one pod can go while the other serves)
+  and 1 with in-memory stores (several would each keep their own tasks). */ -}}
 {{- define "a2a.replicas" -}}
 {{- if kindIs "invalid" .Values.replicaCount -}}
-{{- ternary 2 1 (eq (include "a2a.hasRedis" .) "true") -}}
+{{- ternary 2 1 (eq (include "a2a.sharedStores" .) "true") -}}
 {{- else -}}
 {{- .Values.replicaCount | int -}}
 {{- end -}}
@@ -87,8 +104,11 @@ true
 
 {{- /* Refuse values that would make a broken deployment, or one that loses data silently. */ -}}
 {{- define "a2a.validate" -}}
-{{- if and (include "a2a.multiReplica" .) (not (include "a2a.hasRedis" .)) -}}
-{{- fail "More than one replica needs a shared Redis: with in-memory stores (redis.enabled=false and no REDIS_URL) each pod keeps its own tasks and conversations and loses them when it stops. Keep the bundled Redis (redis.enabled=true, the default) or give yours (config.REDIS_URL, or secretEnv.REDIS_URL / existingSecret with redis.urlInSecret=true); or run one replica (replicaCount=1, autoscaling.enabled=false) to try it out." -}}
+{{- if and (include "a2a.multiReplica" .) (not (include "a2a.sharedStores" .)) -}}
+{{- fail "More than one replica needs a shared Redis: with in-memory stores (redis.enabled=false and no REDIS_URL) each pod keeps its own tasks and conversations and loses them when it stops. Keep the bundled Redis (redis.enabled=true, the default) or give yours (config.REDIS_URL, or secretEnv.REDIS_URL / existingSecret with redis.urlInSecret=true), or a PostgreSQL database (database.existingSecret); or run one replica (replicaCount=1, autoscaling.enabled=false) to try it out." -}}
+{{- end -}}
+{{- if and (include "a2a.database" .) (include "a2a.externalRedis" .) -}}
+{{- fail "Give the stores either a Redis (REDIS_URL) or a database (database.existingSecret / DATABASE_URL), not both: the server refuses to start with both." -}}
 {{- end -}}
 {{- if and .Values.agents .Values.config.AGENTS_FILE -}}
 {{- fail "Give the agents either as `agents` (the chart mounts them and sets AGENTS_FILE) or as config.AGENTS_FILE (a file you mount yourself), not both." -}}
