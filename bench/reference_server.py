@@ -123,7 +123,9 @@ def build(port: int, database_url: str | None = None, pool_size: int = 10) -> St
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=9100)
-    parser.add_argument("--database-url", help="postgresql+asyncpg://...: the SDK's DatabaseTaskStore")
+    parser.add_argument(
+        "--database-url", help="postgresql+asyncpg://...: the SDK's DatabaseTaskStore"
+    )
     parser.add_argument("--pool-size", type=int, default=10)
     args = parser.parse_args()
     app = build(args.port, args.database_url, args.pool_size)
