@@ -3,6 +3,14 @@ executor that emits what `LLM_MODEL=scripted` makes our server emit: the task, a
 SCRIPTED_CHUNKS artifact chunks of 20 characters (SCRIPTED_DELAY_MS apart) and completed.
 
     .venv/bin/python bench/reference_server.py --port 9100
+    .venv/bin/python bench/reference_server.py --port 9100 \
+        --database-url postgresql+asyncpg://postgres@127.0.0.1:5432/DB
+
+With `--database-url` its tasks are in the SDK's `DatabaseTaskStore` (SQLAlchemy; the `tasks`
+table created at startup by its `initialize()`, as `create_table=True` documents) on an engine of
+`--pool-size` connections (10, our DATABASE_POOL_SIZE default; SQLAlchemy's overflow of 10 more
+left as it is), in place of its `InMemoryTaskStore`. It saves the task at every event, as its
+`TaskManager` does with any store.
 """
 
 from __future__ import annotations
@@ -10,13 +18,15 @@ from __future__ import annotations
 import argparse
 import asyncio
 import os
+from collections.abc import AsyncIterator
+from contextlib import asynccontextmanager
 
 import uvicorn
 from a2a.server.agent_execution import AgentExecutor, RequestContext
 from a2a.server.events import EventQueue
 from a2a.server.request_handlers import DefaultRequestHandler
 from a2a.server.routes import create_agent_card_routes, create_jsonrpc_routes
-from a2a.server.tasks import InMemoryTaskStore, TaskUpdater
+from a2a.server.tasks import InMemoryTaskStore, TaskStore, TaskUpdater
 from a2a.types import (
     AgentCapabilities,
     AgentCard,
@@ -66,7 +76,7 @@ class ScriptedExecutor(AgentExecutor):
         await TaskUpdater(event_queue, context.task_id or "", context.context_id or "").cancel()
 
 
-def build(port: int) -> Starlette:
+def build(port: int, database_url: str | None = None, pool_size: int = 10) -> Starlette:
     card = AgentCard(
         name="reference",
         description="a2a-sdk reference server with a scripted executor",
@@ -87,15 +97,39 @@ def build(port: int) -> Starlette:
         int(os.environ.get("SCRIPTED_CHUNKS", "20")),
         float(os.environ.get("SCRIPTED_DELAY_MS", "0")),
     )
-    handler = DefaultRequestHandler(executor, InMemoryTaskStore(), card)
-    return Starlette(routes=[*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")])
+    store: TaskStore = InMemoryTaskStore()
+    lifespan = None
+    if database_url is not None:
+        from a2a.server.tasks import DatabaseTaskStore
+        from sqlalchemy.ext.asyncio import create_async_engine
+
+        engine = create_async_engine(database_url, pool_size=pool_size)
+        database = DatabaseTaskStore(engine, create_table=True)
+        store = database
+
+        @asynccontextmanager
+        async def lifespan(app: Starlette) -> AsyncIterator[None]:
+            await database.initialize()  # CREATE TABLE tasks, before the first request
+            try:
+                yield
+            finally:
+                await engine.dispose()
+
+    handler = DefaultRequestHandler(executor, store, card)
+    routes = [*create_agent_card_routes(card), *create_jsonrpc_routes(handler, "/")]
+    return Starlette(routes=routes, lifespan=lifespan)
 
 
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--port", type=int, default=9100)
+    parser.add_argument(
+        "--database-url", help="postgresql+asyncpg://...: the SDK's DatabaseTaskStore"
+    )
+    parser.add_argument("--pool-size", type=int, default=10)
     args = parser.parse_args()
-    uvicorn.run(build(args.port), host="127.0.0.1", port=args.port, log_level="warning")
+    app = build(args.port, args.database_url, args.pool_size)
+    uvicorn.run(app, host="127.0.0.1", port=args.port, log_level="warning")
 
 
 if __name__ == "__main__":

@@ -1,14 +1,20 @@
-"""Issue 16's bench, one command: our `a2a-server` (the scripted model, in memory and on Redis)
-beside the official `a2a-sdk` server with an executor that emits the same events
-(bench/reference_server.py), in the same run, driven by the same load generators (wrk for
-request/response, bench/loadgen.py's asyncio client for streams). Prints metric, ours, reference,
-ratio; each figure the median of --runs runs, each scenario run on every server in turn (the
-servers side by side), and each ratio the median of the runs' own ratios.
+"""Issue 16's bench, one command: our `a2a-server` (the scripted model, in memory, on Redis, on
+PostgreSQL and on SQLite) beside the official `a2a-sdk` server with an executor that emits the
+same events (bench/reference_server.py; on its InMemoryTaskStore, and with `--references database`
+on its DatabaseTaskStore on the same PostgreSQL), in the same run, driven by the same load
+generators (wrk for request/response, bench/loadgen.py's asyncio client for streams). Prints
+metric, each server's figure, and the ratios; each figure the median of --runs runs, each scenario
+run on every server in turn (the servers side by side), and each ratio the median of the runs' own
+ratios.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/side_by_side.py [--seconds 5]
-        [--runs 3] [--idle 1000 10000] [--quick]
+        [--runs 3] [--idle 1000 10000] [--quick] [--stores memory redis postgres sqlite]
+        [--references memory database] [--load-only] [--scenarios send16 stream16 ...]
 
-Needs wrk (`apt-get install wrk`) and redis-server on PATH (a private one on a free port).
+Needs wrk (`apt-get install wrk`), redis-server on PATH (a private one on a free port) and, for
+postgres and the SDK's database store, the PostgreSQL of tests/databases.py (127.0.0.1:5432, or
+A2A_TEST_POSTGRES): every server started gets a fresh database of its own, dropped after it (a
+fresh SQLite file likewise, in a temporary folder).
 """
 
 from __future__ import annotations
@@ -24,6 +30,7 @@ import tempfile
 import time
 from collections.abc import Callable, Iterator
 from contextlib import ExitStack, contextmanager
+from dataclasses import dataclass, field
 from pathlib import Path
 
 import httpx
@@ -32,6 +39,9 @@ sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
 
 ROOT = Path(__file__).resolve().parents[1]
+sys.path.insert(0, str(ROOT))
+from tests import databases  # noqa: E402  (fresh PostgreSQL databases, dropped after)
+
 BIN = Path(sys.executable).parent
 CHUNKS = 20
 # The load scenarios run ours as a user starts it: its defaults (INFO logs, A2A_MAX_RUNNING_TURNS
@@ -101,9 +111,15 @@ def server(command: list[str], env: dict[str, str]) -> Iterator[tuple[str, int, 
         proc.wait(timeout=30)
 
 
-def load_scenarios(seconds: float) -> list[Callable[[str], dict[str, float]]]:
-    """The load scenarios, each a measure of one server (its URL) for `seconds`: run one after
-    the other on every server, so that the figures compared were taken a few seconds apart."""
+SCENARIOS = ["send1", "send16", "send64", "stream1", "stream16", "stream32", "gettask"]
+
+
+def load_scenarios(
+    seconds: float, only: list[str] = SCENARIOS
+) -> list[Callable[[str], dict[str, float]]]:
+    """The load scenarios (those named in `only`), each a measure of one server (its URL) for
+    `seconds`: run one after the other on every server, so that the figures compared were taken
+    a few seconds apart."""
     completed = loadgen.send_params()
 
     def send_message(concurrency: int) -> Callable[[str], dict[str, float]]:
@@ -137,7 +153,12 @@ def load_scenarios(seconds: float) -> list[Callable[[str], dict[str, float]]]:
                            concurrency=16, seconds=seconds)  # fmt: skip
         return {"GetTask c=16 req/s": rate.per_s, "GetTask c=16 p99 ms": rate.p99_ms}
 
-    return [*(send_message(c) for c in (1, 16, 64)), *(stream(c) for c in (1, 32)), get_task]
+    named = {
+        **{f"send{c}": send_message(c) for c in (1, 16, 64)},
+        **{f"stream{c}": stream(c) for c in (1, 16, 32)},
+        "gettask": get_task,
+    }
+    return [named[name] for name in SCENARIOS if name in only]
 
 
 def measure_idle_streams(
@@ -258,6 +279,61 @@ def redis_costs() -> dict[str, float]:
     return figures
 
 
+@dataclass(frozen=True)
+class Target:
+    """A server of the bench: its command and environment; `store` says what each start of it
+    gets fresh (memory: nothing; redis: a key prefix; postgres, database: a new database, dropped
+    after; sqlite: a new file)."""
+
+    command: list[str]
+    env: dict[str, str]
+    store: str
+    ours: bool = True
+    extra: dict[str, str] = field(default_factory=dict)
+
+
+@contextmanager
+def fresh_store(target: Target, label: str) -> Iterator[tuple[list[str], dict[str, str]]]:
+    """(extra arguments, extra environment) for one start of `target`, its store fresh."""
+    if target.store == "redis":
+        yield [], {"REDIS_KEY_PREFIX": f"bench-{label}"}
+    elif target.store in ("postgres", "database"):
+        url = asyncio.run(databases.create_database())
+        try:
+            if target.store == "postgres":
+                yield [], {"DATABASE_URL": url}
+            else:
+                yield (
+                    ["--database-url", url.replace("postgresql://", "postgresql+asyncpg://", 1)],
+                    {},
+                )
+        finally:
+            asyncio.run(databases.drop_database(url))
+    elif target.store == "sqlite":
+        with tempfile.TemporaryDirectory(prefix="bench-sqlite-") as folder:
+            yield [], {"DATABASE_URL": f"sqlite:///{folder}/a2a.db"}  # sqlite:////abs/path
+    else:
+        yield [], {}
+
+
+@contextmanager
+def start(target: Target, env: dict[str, str], label: str) -> Iterator[tuple[str, int, float]]:
+    with fresh_store(target, label) as (args, store_env):
+        with server([*target.command, *args], {**target.env, **env, **store_env}) as started:
+            yield started
+
+
+# Our stores beside memory, and each reference beside the store of ours it is compared with.
+REFERENCE_OF = {"reference": "memory", "reference (database)": "postgres"}
+BARS = {
+    "SendMessage c=16 req/s": 0.35,
+    "stream c=16 events/s": 0.35,
+    "stream c=32 events/s": 0.35,
+}
+SDK_BARS = {"SendMessage c=16 req/s": 10.0, "stream c=16 events/s": 10.0,
+            "stream c=32 events/s": 10.0}  # fmt: skip
+
+
 def main() -> None:
     parser = argparse.ArgumentParser()
     parser.add_argument("--seconds", type=float, default=5)
@@ -265,6 +341,15 @@ def main() -> None:
     parser.add_argument("--idle", type=int, nargs="+", default=[1000, 10000])
     parser.add_argument("--history", type=int, nargs="+", default=[10, 1000, 10000])
     parser.add_argument("--quick", action="store_true", help="1 run of 2 s, 1000 idle streams")
+    parser.add_argument("--stores", nargs="+", default=["memory", "redis", "postgres", "sqlite"],
+                        choices=["memory", "redis", "postgres", "sqlite"])  # fmt: skip
+    parser.add_argument("--references", nargs="*", default=["memory"],
+                        choices=["memory", "database"],
+                        help="the SDK's server on its InMemoryTaskStore and/or its "
+                        "DatabaseTaskStore (PostgreSQL)")  # fmt: skip
+    only_load = "only the load scenarios (no idle streams, history, Redis costs)"
+    parser.add_argument("--load-only", action="store_true", help=only_load)
+    parser.add_argument("--scenarios", nargs="+", default=SCENARIOS, choices=SCENARIOS)
     args = parser.parse_args()
     if args.quick:
         args.runs, args.seconds, args.idle, args.history = 1, 2, [1000], [10, 1000]
@@ -272,40 +357,60 @@ def main() -> None:
     idle = {"SCRIPTED_CHUNKS": "1", "SCRIPTED_DELAY_MS": "3600000"}  # a turn that stays working
     ours = [str(BIN / "a2a-server")]
     reference = [sys.executable, str(ROOT / "bench" / "reference_server.py")]
-    runs: dict[str, list[dict[str, float]]] = {"memory": [], "redis": [], "reference": []}
     with loadgen.private_redis() as redis_url:
-        on_redis = {"REDIS_URL": redis_url, "LEASE_TTL_S": "600"}
-        targets = {
-            "memory": (ours, {**scripted, "LLM_MODEL": "scripted"}),
-            "redis": (ours, {**scripted, "LLM_MODEL": "scripted", **on_redis}),
-            "reference": (reference, scripted),
+        # A lease's renewal and the orphan sweep stay out of the measured windows, as on Redis.
+        durable = {"LEASE_TTL_S": "600"}
+        model = {**scripted, "LLM_MODEL": "scripted"}
+        stores = {
+            "memory": Target(ours, model, "memory"),
+            "redis": Target(ours, {**model, "REDIS_URL": redis_url, **durable}, "redis"),
+            "postgres": Target(ours, {**model, **durable}, "postgres"),
+            "sqlite": Target(ours, {**model, **durable}, "sqlite"),
         }
+        targets = {name: stores[name] for name in args.stores}
+        if "memory" in args.references:
+            targets["reference"] = Target(reference, scripted, "memory", ours=False)
+        if "database" in args.references:
+            targets["reference (database)"] = Target(reference, scripted, "database", ours=False)
+        runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
         for run in range(args.runs):
             figures = load_run(targets, run, args)
-            for name, (command, env) in targets.items():
-                env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}-idle"}
-                with server(command, {**env, **OUR_LIMITS, **idle}) as (url, pid, _):
-                    figures[name] |= measure_idle_streams(url, pid, args.idle, bare=False)
-                with server(command, {**env, **OUR_LIMITS, **idle, **MANY_TURNS}) as (url, pid, _):
-                    figures[name] |= measure_idle_streams(
-                        url, pid, args.idle, bare=False, many_tasks=True
-                    )
+            for name, target in targets.items():
+                if not args.load_only and target.store != "database":
+                    env = {**OUR_LIMITS, **idle}
+                    with start(target, env, f"{run}-{name}-idle") as (url, pid, _):
+                        figures[name] |= measure_idle_streams(url, pid, args.idle, bare=False)
+                    with start(target, {**env, **MANY_TURNS}, f"{run}-{name}-many") as (
+                        url, pid, _,
+                    ):  # fmt: skip
+                        figures[name] |= measure_idle_streams(
+                            url, pid, args.idle, bare=False, many_tasks=True
+                        )
                 runs[name].append(figures[name])
                 print(f"run {run + 1} {name}: {json.dumps(figures[name])}", file=sys.stderr)
-            bare = [sys.executable, str(ROOT / "bench" / "bare_asgi.py")]
-            with bare_server(bare) as (url, pid):
-                runs.setdefault("bare ASGI", []).append(
-                    measure_idle_streams(url, pid, args.idle, bare=True)
-                )
+            if not args.load_only:
+                bare = [sys.executable, str(ROOT / "bench" / "bare_asgi.py")]
+                with bare_server(bare) as (url, pid):
+                    runs.setdefault("bare ASGI", []).append(
+                        measure_idle_streams(url, pid, args.idle, bare=True)
+                    )
     result = {name: median_of(figures) for name, figures in runs.items() if figures}
-    ratios = paired_ratios(runs["memory"], runs["reference"])
-    result["redis costs"] = redis_costs()
+    ratios: dict[str, dict[str, float]] = {}
+    for name in targets:
+        if targets[name].ours and name != "memory" and "memory" in targets:
+            ratios[f"{name} / memory"] = paired_ratios(runs[name], runs["memory"])
+    for name, mine in REFERENCE_OF.items():
+        if name in targets and mine in targets:
+            ratios[f"{mine} / SDK {targets[name].store}"] = paired_ratios(runs[mine], runs[name])
+    if not args.load_only and "redis" in targets:
+        result["redis costs"] = redis_costs()
     print_table(result, ratios)
-    print(json.dumps(result | {"ratios": ratios}))
+    print_bars(ratios, runs, targets)
+    print(json.dumps(result | {"ratios": ratios, "runs": runs}))
 
 
 def load_run(
-    targets: dict[str, tuple[list[str], dict[str, str]]], run: int, args: argparse.Namespace
+    targets: dict[str, Target], run: int, args: argparse.Namespace
 ) -> dict[str, dict[str, float]]:
     """One run of the load scenarios: the servers started one after the other (each startup
     timed alone), then every scenario on each server in turn, the order rotating from run to
@@ -314,18 +419,18 @@ def load_run(
     figures: dict[str, dict[str, float]] = {}
     urls: dict[str, str] = {}
     with ExitStack() as servers:
-        for name, (command, env) in targets.items():
-            env = {**env, "REDIS_KEY_PREFIX": f"bench-{run}-{name}"}
-            url, _, startup_s = servers.enter_context(server(command, env))
+        for name, target in targets.items():
+            url, _, startup_s = servers.enter_context(start(target, {}, f"{run}-{name}"))
             urls[name], figures[name] = url, {"startup to first answer, s": startup_s}
         names = list(targets)
         order = names[run % len(names) :] + names[: run % len(names)]
-        for scenario in load_scenarios(args.seconds):
+        for scenario in load_scenarios(args.seconds, args.scenarios):
             for name in order:
                 figures[name] |= scenario(urls[name])
-        for name in names:
-            if name != "reference":
-                figures[name] |= measure_history(urls[name], args.history)
+        if not args.load_only:
+            for name in names:
+                if targets[name].ours:
+                    figures[name] |= measure_history(urls[name], args.history)
     return figures
 
 
@@ -341,6 +446,33 @@ def paired_ratios(
     }
 
 
+def print_bars(
+    ratios: dict[str, dict[str, float]],
+    runs: dict[str, list[dict[str, float]]],
+    targets: dict[str, Target],
+) -> None:
+    """Issue 51's bars: each store at least 0.35x memory on sends (c=16) and streams; ours on
+    PostgreSQL at least 10x the SDK's DatabaseTaskStore on the same PostgreSQL. Each run's own
+    ratio, then their median."""
+    print()
+    print("| ratio | metric | bar | per run | median | met |")
+    print("|---|---|---|---|---|---|")
+    for label, table in ratios.items():
+        store, _, base = label.partition(" / ")
+        bars = SDK_BARS if base.startswith("SDK database") else BARS if base == "memory" else {}
+        other = "memory" if base == "memory" else next(
+            (n for n, t in targets.items() if not t.ours and f"SDK {t.store}" == base), None
+        )  # fmt: skip
+        for metric, bar in bars.items():
+            if metric not in table or other is None:
+                continue
+            each = [m[metric] / t[metric] for m, t in zip(runs[store], runs[other], strict=True)
+                    if t.get(metric)]  # fmt: skip
+            shown = ", ".join(f"{r:.2f}" for r in each)
+            met = "yes" if table[metric] >= bar else "**no**"
+            print(f"| {label} | {metric} | {bar:g}x | {shown} | {table[metric]:.2f} | {met} |")
+
+
 @contextmanager
 def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
     port = loadgen.free_port()
@@ -354,20 +486,24 @@ def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
         proc.wait(timeout=30)
 
 
-def print_table(result: dict[str, dict[str, float]], ratios: dict[str, float]) -> None:
-    """Medians of the runs; the ratio is the median of each run's ratio (not the medians')."""
-    memory, redis, reference = result["memory"], result["redis"], result["reference"]
-    print("| metric | ours (memory) | ours (redis) | reference | memory / reference |")
-    print("|---|---|---|---|---|")
-    for metric, value in memory.items():
-        ref = reference.get(metric)
-        ratio = f"{ratios[metric]:.2f}" if metric in ratios else ""
-        cells = [fmt(value), fmt(redis.get(metric)), fmt(ref), ratio]
+def print_table(result: dict[str, dict[str, float]], ratios: dict[str, dict[str, float]]) -> None:
+    """Medians of the runs; each ratio is the median of each run's ratio (not the medians')."""
+    servers = [name for name in result if name not in ("bare ASGI", "redis costs")]
+    names = {"memory": "ours (memory)", "redis": "ours (redis)", "postgres": "ours (postgres)",
+             "sqlite": "ours (sqlite)", "reference": "SDK (memory)",
+             "reference (database)": "SDK (DatabaseTaskStore)"}  # fmt: skip
+    print(f"| metric | {' | '.join(names[n] for n in servers)} | {' | '.join(ratios)} |")
+    print(f"|---|{'---|' * (len(servers) + len(ratios))}")
+    metrics = list(dict.fromkeys(m for n in servers for m in result[n]))
+    for metric in metrics:
+        cells = [fmt(result[n].get(metric)) for n in servers]
+        cells += [f"{r[metric]:.2f}" if metric in r else "" for r in ratios.values()]
         print(f"| {metric} | {' | '.join(cells)} |")
+    blank = " | " * (len(servers) + len(ratios) - 1)
     for metric, value in result.get("bare ASGI", {}).items():
-        print(f"| {metric} (bare ASGI) | | | {fmt(value)} | |")
-    for metric, value in result["redis costs"].items():
-        print(f"| {metric} | | {fmt(value)} | | |")
+        print(f"| {metric} (bare ASGI) | {fmt(value)}{blank}|")
+    for metric, value in result.get("redis costs", {}).items():
+        print(f"| {metric} (redis) | {fmt(value)}{blank}|")
 
 
 def fmt(value: float | None) -> str:
