@@ -24,6 +24,7 @@ from stores.base import (
     Fence,
     LeaseLost,
     MessageStore,
+    StoreUnavailable,
 )
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
@@ -40,6 +41,7 @@ ORDER BY seq DESC LIMIT $3
 
 # Makes sure the row exists (a claim row is then locked with FOR UPDATE: an INSERT racing
 # another would not be).
+_CLAIM_ROW_TRIES = 5
 _ENSURE_CLAIM = """
 INSERT INTO claims (owner, context_id, expires_at)
 VALUES ($1, $2, now() + make_interval(secs => $3)) ON CONFLICT DO NOTHING
@@ -205,8 +207,17 @@ class PostgresMessageStore(MessageStore):
         self, context_id: str, task_id: str, *, owner: str, fence: Fence | None = None
     ) -> ClaimHolder | None:
         async with self._db.transaction() as connection:
-            await connection.execute(_ENSURE_CLAIM, owner, context_id, self._ttl_s)
-            claim = await connection.fetchrow(_LOCK_CLAIM, owner, context_id)
+            claim = None
+            for _ in range(_CLAIM_ROW_TRIES):
+                # A release may delete the row between the two statements (the insert found it,
+                # so wrote nothing; the lock then finds none): each statement sees what has
+                # committed by its start (READ COMMITTED), so ensuring it again inserts it.
+                await connection.execute(_ENSURE_CLAIM, owner, context_id, self._ttl_s)
+                claim = await connection.fetchrow(_LOCK_CLAIM, owner, context_id)
+                if claim is not None:
+                    break
+            if claim is None:  # deleted under us each time: a storm of releases; the caller retries
+                raise StoreUnavailable(f"context {context_id!r}: its claim row kept vanishing")
             held = claim["task_id"]
             if held is not None and held != task_id:
                 return ClaimHolder(held, fenced=claim["fence_epoch"] is not None)

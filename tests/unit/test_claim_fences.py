@@ -8,6 +8,7 @@ its creator's lease, and never once another request voided it.
 
 from __future__ import annotations
 
+import asyncio
 import uuid
 
 import pytest
@@ -189,3 +190,26 @@ async def test_a_task_created_is_not_voided(backend: Backend, owner: str) -> Non
     assert not await backend.tasks.void(task.id, owner=owner, by="t2")
     stored = await backend.tasks.get(task.id, owner=owner)
     assert stored is not None and stored.task.id == task.id
+
+
+async def test_a_claim_racing_its_holders_release_finds_the_holder_or_takes_the_context(
+    backend: Backend, owner: str
+) -> None:
+    """A new task's claim at the moment the context's last task gives it up: either the claim
+    still names that task, or the new task has it; never an error (PostgreSQL: the release
+    deleted the claim row between the claim's insert-if-missing and its row lock, and the claim
+    failed with a TypeError, seen in a clean-clone CI run)."""
+    for round_ in range(40):
+        context_id = f"ctx-race-{round_}"
+        assert await backend.messages.claim(context_id, "task-a", owner=owner) is None
+        released, claimed = await asyncio.gather(
+            backend.messages.release(context_id, "task-a", owner=owner),
+            backend.messages.claim(context_id, "task-b", owner=owner),
+        )
+        assert released  # task-a held it, whichever came first
+        later = await backend.messages.claim(context_id, "task-c", owner=owner)
+        if claimed is None:  # the release came first: task-b took the context
+            assert later == ClaimHolder("task-b", fenced=False)
+        else:  # the claim came first and found task-a; then the context was free
+            assert claimed == ClaimHolder("task-a", fenced=False)
+            assert later is None
