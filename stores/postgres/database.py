@@ -168,7 +168,12 @@ class Database:
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), self.command_timeout_s)
-            except (TimeoutError, OSError, asyncpg.InterfaceError):
+            except (
+                TimeoutError,
+                OSError,
+                asyncpg.InterfaceError,
+                asyncpg.exceptions.InternalClientError,
+            ):
                 pool.terminate()
 
 

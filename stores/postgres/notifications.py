@@ -34,6 +34,17 @@ from stores.postgres.errors import postgres_available
 
 logger = logging.getLogger(__name__)
 
+# What a lost listening connection raises: asyncpg's errors, the socket's, and InternalClientError
+# (a connection the server terminated mid-command is left in a state its next command fails on;
+# seen when the database was killed under load: it escaped the watch as an unretrieved exception).
+_CONNECTION_LOST = (
+    OSError,
+    TimeoutError,
+    asyncpg.PostgresError,
+    asyncpg.InterfaceError,
+    asyncpg.exceptions.InternalClientError,
+)
+
 JOURNAL_CHANNEL = "a2a_journal"
 CANCEL_CHANNEL = "a2a_cancel"
 
@@ -146,7 +157,7 @@ class Notifications:
             await asyncio.sleep(self._ping_interval_s)
             try:
                 await connection.fetchval("SELECT 1", timeout=self._timeout_s)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except _CONNECTION_LOST:
                 connection.terminate()
                 self._on_lost(connection)
                 return
@@ -190,6 +201,6 @@ class Notifications:
         if connection is not None:
             try:
                 await connection.close(timeout=self._timeout_s)
-            except (OSError, TimeoutError, asyncpg.PostgresError, asyncpg.InterfaceError):
+            except _CONNECTION_LOST:
                 connection.terminate()
         self._wake_all()
