@@ -154,20 +154,34 @@ _EXTENSIONS_ACTIVATED = {
     " extension missing). Also as X-A2A-Extensions for a client that used that name.",
     "schema": {"type": "string"},
 }
+_VERSION_REQUESTED = {
+    "name": "A2A-Version",
+    "in": "header",
+    "required": False,
+    "schema": {"type": "string", "examples": ["1.0", "1.1", "0.3"]},
+    "description": "The protocol version the client speaks (also as an `A2A-Version` query"
+    " parameter, for browsers' SSE). Absent: the operation's own generation (a 0.3 client sends"
+    " none). `1.1` adds task generations to the 1.0 operations; a version of another generation"
+    " than the operation's, or one not served, is -32009 / 400 VERSION_NOT_SUPPORTED.",
+}
 NOT_A2A_PATHS = ("/.well-known/agent-card.json", "/healthz", "/readyz")
 """Paths that are not A2A operations: no extensions are read or named there."""
 
 
 def _with_extension_headers(paths: dict[str, Any]) -> dict[str, Any]:
-    """Every A2A operation with `A2A-Extensions`: a request header, and a header of each of its
-    responses (docs/extensions.md)."""
+    """Every A2A operation with `A2A-Version` and `A2A-Extensions` as request headers, and
+    `A2A-Extensions` a header of each of its responses (docs/extensions.md)."""
     return {
         path: item
         if path in NOT_A2A_PATHS
         else {
             method: operation
             | {
-                "parameters": [*operation.get("parameters", []), _EXTENSIONS_REQUESTED],
+                "parameters": [
+                    *operation.get("parameters", []),
+                    _VERSION_REQUESTED,
+                    _EXTENSIONS_REQUESTED,
+                ],
                 "responses": {
                     status: response
                     | {

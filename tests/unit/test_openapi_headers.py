@@ -1,6 +1,6 @@
-"""The OpenAPI document names `A2A-Extensions` where the server reads and writes it: a request
-header of every A2A operation (both bindings, both generations, within a tenant too), and a
-header of each of their responses; and the server does echo it, on a result and on an error."""
+"""The OpenAPI document names `A2A-Version` and `A2A-Extensions` where the server reads them:
+request headers of every A2A operation (both bindings, both generations, within a tenant too),
+`A2A-Extensions` a header of each of their responses too; and the server does what they say."""
 
 from __future__ import annotations
 
@@ -41,6 +41,26 @@ def test_each_a2a_operation_lists_the_extensions_headers(path, method, operation
     assert "A2A-Extensions" in [p["name"] for p in headers], operation["parameters"]
     for status, response in operation["responses"].items():
         assert "A2A-Extensions" in response.get("headers", {}), (status, response)
+
+
+@pytest.mark.parametrize(
+    ("path", "method", "operation"), OPERATIONS, ids=[f"{m} {p}" for p, m, _ in OPERATIONS]
+)
+def test_each_a2a_operation_lists_the_version_header(path, method, operation) -> None:
+    (version,) = [p for p in operation["parameters"] if p["name"] == "A2A-Version"]
+    assert version["in"] == "header" and version["required"] is False
+    assert "1.1" in version["schema"]["examples"]
+
+
+async def test_a_version_of_the_other_generation_is_refused_as_documented() -> None:
+    app = create_app(Settings())
+    transport = httpx.ASGITransport(app=app)
+    async with httpx.AsyncClient(transport=transport, base_url="http://localhost") as client:
+        refused = await client.get("/tasks", headers={"A2A-Version": "0.3"})
+        served = await client.get("/tasks", headers={"A2A-Version": "1.1"})
+    assert refused.status_code == 400, refused.text
+    assert "VERSION_NOT_SUPPORTED" in refused.text
+    assert served.status_code == 200, served.text
 
 
 def test_the_other_paths_do_not() -> None:
