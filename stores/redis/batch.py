@@ -81,6 +81,7 @@ _NOT_ENOUGH_DATA = not_enough_data_sentinel()
 # which these connections ask for, so one is passed over rather than taken for a reply.
 _PUSH = getattr(hiredis, "PushNotification", None)
 MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
+GATHER_TURNS = 4  # turns of the event loop a round trip waits at most for more callers
 
 Build = Callable[[AnyPipeline], None]
 _Command = tuple[tuple[Any, ...], Mapping[str, Any]]  # arguments, options (as a pipeline's)
@@ -160,10 +161,7 @@ class CommandBatcher:
                 except asyncio.CancelledError:
                     self._pending = batch + self._pending
                     raise
-                # The callers just answered run before the next round trip goes out, so that
-                # what they issue next goes with it: with N turns at once, each round trip
-                # carries the next command of nearly every one, not of half of them.
-                await asyncio.sleep(0)
+                await self._gathered()
         finally:
             self._busy = False
             self._sender = None
@@ -171,6 +169,18 @@ class CommandBatcher:
                 if not replies.done():
                     replies.set_exception(RedisConnectionError("the Redis client is closing"))
             self._pending = []
+
+    async def _gathered(self) -> None:
+        """Let the callers just answered run before the next round trip goes out, so that what
+        they issue next goes with it: with N turns at once, each round trip carries the next
+        command of nearly every one, not of half of them. A caller may take a few turns of the
+        event loop to get to its next command: the batcher waits while each turn brings more,
+        up to GATHER_TURNS."""
+        for _ in range(GATHER_TURNS):
+            waiting = len(self._pending)
+            await asyncio.sleep(0)
+            if len(self._pending) == waiting:
+                return
 
     async def _send(self, batch: list[_Call]) -> None:
         assert isinstance(self._client, Redis)  # batches only on one Redis
