@@ -92,7 +92,9 @@ _JOIN_GRACE_S = 1.0
 
 
 class RedisTaskStore(RedisStore, TaskStore):
-    """Tasks and journals in Redis; every key expires `ttl_s` after the task's last event.
+    """Tasks and journals in Redis; every key expires between 15/16 of `ttl_s` and `ttl_s` after
+    the task's last event (an expiry is set again only once it has run down by a sixteenth:
+    `LUA_TOUCH`).
 
     The list indexes expire after twice that: chunks refresh the task's TTL but not the indexes
     (a chunk is one script call, nothing more), so an index outlives every task it names.
