@@ -49,20 +49,30 @@ from tests.e2e_redis.support import RedisServer, open_sse, rpc_body, wait_ready 
 from tests.fakes.fake_llm import FakeLLMServer, text  # noqa: E402
 
 
-def commandstats(client: redis.Redis) -> collections.Counter[str]:
+def commandstats(client: redis.Redis, field: str = "calls") -> collections.Counter[str]:
+    """`INFO commandstats` per command: its calls, or (`field="usec"`) the time Redis spent in it
+    (a script's time includes the commands it runs, which count their own too)."""
     info = client.info("commandstats")
     out: collections.Counter[str] = collections.Counter()
     for key, value in info.items():
         name = key.removeprefix("cmdstat_").upper()
-        if name not in ("INFO", "CONFIG"):
-            out[name] = int(value["calls"])
+        if not name.startswith(("INFO", "CONFIG")):
+            out[name] = int(value[field])
     return out
+
+
+def redis_cpu_s(client: redis.Redis) -> float:
+    """The Redis process' CPU time (user + system), from `INFO cpu`."""
+    info = client.info("cpu")
+    return float(info["used_cpu_user"]) + float(info["used_cpu_sys"])
 
 
 @dataclass
 class Measure:
     executed: collections.Counter[str]
     client: Counters
+    script_usec: float = 0.0  # Redis' time in the scripts (EVALSHA) and journal reads (XREAD)
+    cpu_s: float = 0.0  # the Redis process' CPU (network and event loop too)
 
     @property
     def executed_total(self) -> int:
@@ -77,13 +87,22 @@ class Meter:
     def __init__(self, direct: redis.Redis, proxy: CountingProxy) -> None:
         self.direct, self.proxy = direct, proxy
 
-    def begin(self) -> tuple[collections.Counter[str], Counters]:
-        return commandstats(self.direct), self.proxy.snapshot()
+    def begin(self) -> tuple[collections.Counter[str], Counters, float, float]:
+        return (commandstats(self.direct), self.proxy.snapshot(), self._top_usec(),
+                redis_cpu_s(self.direct))  # fmt: skip
 
-    def end(self, start: tuple[collections.Counter[str], Counters]) -> Measure:
+    def end(self, start: tuple[collections.Counter[str], Counters, float, float]) -> Measure:
         executed = commandstats(self.direct)
         executed.subtract(start[0])
-        return Measure(+executed, self.proxy.snapshot() - start[1])
+        usec, cpu_s = self._top_usec() - start[2], redis_cpu_s(self.direct) - start[3]
+        return Measure(+executed, self.proxy.snapshot() - start[1], usec, cpu_s)
+
+    def _top_usec(self) -> float:
+        """Redis' time in the scripts (which includes the commands they run) and the journal
+        reads: nearly all the server sends (the rest, a DEL or a GET a turn, is also what
+        scripts run, and `INFO commandstats` does not tell the two apart)."""
+        usec = commandstats(self.direct, "usec")
+        return float(usec["EVALSHA"] + usec["XREAD"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -243,6 +262,13 @@ def main() -> int:
         e, c, rt, b = r.per_turn()
         print(f"{r.label:<14}{r.k:>5} | {e:>10.1f}{c:>12.1f}{rt:>9.1f}{b / 1024:>12.1f} | "
               f"{e / r.k:>11.2f}{c / r.k:>13.2f}{rt / r.k:>9.2f}{b / r.k:>11.0f}")  # fmt: skip
+
+    print("\nRedis' own time per turn (INFO commandstats: EVALSHA + XREAD, in µs; INFO cpu: the "
+          "process, network included, in ms, coarse for a few turns):")  # fmt: skip
+    for r in rows:
+        if r.label.startswith("server/"):
+            print(f"  {r.label:<14}K={r.k:<4} {r.m.script_usec / r.turns:>8.1f} µs in commands"
+                  f"   {r.m.cpu_s / r.turns * 1000:>6.2f} ms CPU")  # fmt: skip
 
     if args.json:
         server_rows = [

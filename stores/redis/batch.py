@@ -4,8 +4,9 @@ A streamed chunk is one EVALSHA, and with many turns streaming at once most of R
 redis-py's cost is per round trip (a pool checkout, a write, a read wake-up), not per command.
 The batcher keeps one pipeline in flight; whatever is issued meanwhile waits for it and then goes
 out as the next pipeline, so N concurrent turns publish their chunks, save their checkpoints and
-record their states in about one round trip. A lone caller waits for nothing: with nothing in
-flight its command goes out at once.
+record their states in about one round trip. A lone caller waits for nothing but the end of the
+event loop's current turn: with nothing in flight its command goes out then, with whatever the
+other callers running in that turn issued.
 
 On a single Redis the round trips go out on one connection of the client's pool, held for good,
 and are written and read there directly: the commands as their builds queue them on a pipeline
@@ -80,6 +81,7 @@ _NOT_ENOUGH_DATA = not_enough_data_sentinel()
 # which these connections ask for, so one is passed over rather than taken for a reply.
 _PUSH = getattr(hiredis, "PushNotification", None)
 MAX_BATCH = 512  # callers per pipeline: bounds a reply Redis has to buffer
+GATHER_TURNS = 4  # turns of the event loop a round trip waits at most for more callers
 
 Build = Callable[[AnyPipeline], None]
 _Command = tuple[tuple[Any, ...], Mapping[str, Any]]  # arguments, options (as a pipeline's)
@@ -136,25 +138,15 @@ class CommandBatcher:
         return await self._call(build, scripts)
 
     async def _call(self, build: _Command | Build, scripts: Sequence[LuaScript]) -> list[Any]:
-        """A round trip in flight: this call waits for the next one. Nothing in flight: it goes
-        out now, and what comes meanwhile waits for it."""
+        """The call waits for the next round trip out: the one that starts once the round trip
+        in flight is answered, or, with none in flight, at the end of this turn of the event
+        loop (with what the other callers woken meanwhile issue)."""
         replies: asyncio.Future[list[Any]] = asyncio.get_running_loop().create_future()
-        call = (build, scripts, replies)
-        if self._busy:
-            self._pending.append(call)
-            return await replies
-        self._busy = True
-        try:
-            await self._send([call])
-        finally:
-            self._busy = False
-            self._send_pending()
-        return replies.result()
-
-    def _send_pending(self) -> None:
-        if self._pending and not self._busy:
+        self._pending.append((build, scripts, replies))
+        if not self._busy:
             self._busy = True
             self._sender = asyncio.create_task(self._send_all())
+        return await replies
 
     async def _send_all(self) -> None:
         try:
@@ -169,6 +161,7 @@ class CommandBatcher:
                 except asyncio.CancelledError:
                     self._pending = batch + self._pending
                     raise
+                await self._gathered()
         finally:
             self._busy = False
             self._sender = None
@@ -176,6 +169,18 @@ class CommandBatcher:
                 if not replies.done():
                     replies.set_exception(RedisConnectionError("the Redis client is closing"))
             self._pending = []
+
+    async def _gathered(self) -> None:
+        """Let the callers just answered run before the next round trip goes out, so that what
+        they issue next goes with it: with N turns at once, each round trip carries the next
+        command of nearly every one, not of half of them. A caller may take a few turns of the
+        event loop to get to its next command: the batcher waits while each turn brings more,
+        up to GATHER_TURNS."""
+        for _ in range(GATHER_TURNS):
+            waiting = len(self._pending)
+            await asyncio.sleep(0)
+            if len(self._pending) == waiting:
+                return
 
     async def _send(self, batch: list[_Call]) -> None:
         assert isinstance(self._client, Redis)  # batches only on one Redis

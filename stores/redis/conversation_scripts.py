@@ -14,7 +14,7 @@ claim (a takeover or an answered task fences it before its turn writes).
 
 from __future__ import annotations
 
-from stores.redis.support import LuaScript
+from stores.redis.support import LUA_TOUCH, LuaScript
 
 # admits(fence key, task, holder, epoch): 0 refused, 1 the fence itself, 2 a later one (to record).
 _ADMITS = """
@@ -33,10 +33,13 @@ end
 # {1 if the unit is new (0: it was there, nothing appended), the last `window size` messages as
 # they were before}: a turn's start (its history, then its user message) is one script, and one
 # round trip; or {-1} and nothing written if the claim does not admit the fence. A fenced append
-# keeps the claim as long as the conversation. (APPEND_MESSAGES, before the fence, checked
-# nothing: an earlier server runs its own body by its own name.)
-APPEND_FENCED_MESSAGES = LuaScript(
+# keeps the claim about as long as the conversation: all four keys are `touch`ed (a turn's two
+# appends set their expiries once, not twice each). (APPEND_FENCED_MESSAGES set all four
+# expiries at every append; APPEND_MESSAGES, before the fence, checked nothing: an earlier
+# server runs its own body by its own name.)
+APPEND_TOUCHING_MESSAGES = LuaScript(
     _ADMITS
+    + LUA_TOUCH
     + """
 if ARGV[4] ~= '' then
   if redis.call('GET', KEYS[3]) ~= ARGV[4] then return {-1} end
@@ -45,8 +48,8 @@ if ARGV[4] ~= '' then
   if admitted == 2 then
     redis.call('HSET', KEYS[4], 'task', ARGV[4], 'holder', ARGV[5], 'epoch', ARGV[6])
   end
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
-  redis.call('PEXPIRE', KEYS[4], ARGV[3])
+  touch(KEYS[3], ARGV[3])
+  touch(KEYS[4], ARGV[3])
 end
 local window = {}
 local size = tonumber(ARGV[1])
@@ -57,8 +60,8 @@ if added == 1 then
     redis.call('RPUSH', KEYS[1], unpack(ARGV, i, math.min(i + 999, #ARGV)))
   end
 end
-redis.call('PEXPIRE', KEYS[2], ARGV[3])
-redis.call('PEXPIRE', KEYS[1], ARGV[3])
+touch(KEYS[2], ARGV[3])
+touch(KEYS[1], ARGV[3])
 return {added, window}
 """
 )

@@ -54,7 +54,7 @@ from redis.exceptions import TimeoutError as RedisTimeoutError
 from stores.base import LeaseStatus, LeaseStore, TaskRef
 from stores.redis.keys import LEASE_BUCKETS
 from stores.redis.scripts import (
-    ACQUIRE_LEASE,
+    ACQUIRE_TOUCHING_LEASE,
     EXPIRED_LEASES,
     FLAG_CANCEL,
     HAND_OVER_LEASE,
@@ -104,7 +104,7 @@ class RedisLeaseStore(RedisStore, LeaseStore):
         keys, member = self._keys_and_member(owner, task_id)
         args = [holder, int(ttl_s * 1000), self._key_ttl_ms(ttl_s), member]
         with redis_available():
-            epoch, expires = await self._batcher.run_script(ACQUIRE_LEASE, keys, args)
+            epoch, expires = await self._batcher.run_script(ACQUIRE_TOUCHING_LEASE, keys, args)
             if int(epoch) and not self._single_node:
                 await self._index({member: int(expires)})
         return int(epoch)

@@ -8,7 +8,7 @@ from stores.base import ClaimHolder, ContextFence, Fence, LeaseLost, MessageStor
 from stores.codec import dump_message, load_message
 from stores.models import ChatMessage
 from stores.redis.conversation_scripts import (
-    APPEND_FENCED_MESSAGES,
+    APPEND_TOUCHING_MESSAGES,
     CLAIM_CONTEXT,
     RELEASE_FENCED_CLAIM,
     REPLACE_FENCED_CLAIM,
@@ -66,7 +66,7 @@ class RedisMessageStore(RedisStore, MessageStore):
         window: int,
         fence: ContextFence | None,
     ) -> tuple[int, list[bytes]]:
-        """`APPEND_FENCED_MESSAGES`: whether the unit was new, and the last `window` messages
+        """`APPEND_TOUCHING_MESSAGES`: whether the unit was new, and the last `window` messages
         before it (none for a window of 0 or less); LeaseLost if the claim refuses the fence."""
         keys = [
             self._keys.conversation(owner, context_id),
@@ -76,7 +76,7 @@ class RedisMessageStore(RedisStore, MessageStore):
         fenced = (fence.task_id, fence.fence.holder, fence.fence.epoch) if fence else ("", "", "")
         args = [window, unit_id, self._ttl_ms, *fenced, *map(dump_message, messages)]
         with redis_available():
-            reply = await self._batcher.run_script(APPEND_FENCED_MESSAGES, keys, args)
+            reply = await self._batcher.run_script(APPEND_TOUCHING_MESSAGES, keys, args)
         if int(reply[0]) < 0:
             assert fence is not None
             raise LeaseLost(fence.task_id, fence.fence)

@@ -13,7 +13,7 @@ writes are in another slot: they check the fence its claim carries (conversation
 
 from __future__ import annotations
 
-from stores.redis.support import LUA_NOW_MS, LuaScript
+from stores.redis.support import LUA_NOW_MS, LUA_TOUCH, LuaScript
 
 # --- tasks (stores.redis.tasks) ---
 
@@ -28,10 +28,12 @@ from stores.redis.support import LUA_NOW_MS, LuaScript
 # {0} (the lease no longer has that holder and epoch) or {-1, the voiding task} (`VOID_TASK` gave
 # the task up) and nothing written: a creation held by a cut, or by a pause, that lands after
 # the creator lost its lease (or after another request voided the task) is refused, not a
-# second task with the same message. (CREATE_LISTED_TASK, before the fence, took no lease: an
-# earlier server runs its own body by its own name.)
-CREATE_FENCED_TASK = LuaScript(
-    """
+# second task with the same message. The indexes, shared by the owner's tasks, are `touch`ed.
+# (CREATE_FENCED_TASK set every index's expiry at every creation; CREATE_LISTED_TASK, before the
+# fence, took no lease: an earlier server runs its own body by its own name.)
+CREATE_TOUCHING_TASK = LuaScript(
+    LUA_TOUCH
+    + """
 if ARGV[11] ~= '' then
   local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch', 'void')
   if lease[3] then return {-1, lease[3]} end
@@ -47,7 +49,7 @@ for i = 4, #KEYS do
   local score = ARGV[4]
   if i % 2 == 1 then score = ARGV[10] end
   redis.call('ZADD', KEYS[i], score, ARGV[8])
-  redis.call('PEXPIRE', KEYS[i], ARGV[9])
+  touch(KEYS[i], ARGV[9])
 end
 return {1}
 """
@@ -78,25 +80,23 @@ return 1
 # of the last event id (a retry after a lost reply) appends nothing and returns the first
 # position. A fenced entry carries the writer's epoch, so a journal shows who wrote it. The
 # indexes move by ZADD XX: a task that is in none (created before them) is added by the list that
-# finds it so.
-PUBLISH_LISTED_EVENTS = LuaScript(
-    """
-if redis.call('EXISTS', KEYS[1]) == 0 then return 0 end
-if ARGV[3] ~= '' then
-  local last = redis.call('HMGET', KEYS[1], 'eid', 'eidpos')
-  if last[1] == ARGV[3] then return tonumber(last[2]) end
-end
+# finds it so. The task's fields are read in one HMGET and written in one HSET, and its keys and
+# indexes are `touch`ed: a turn's events cost its journal entries and one write besides.
+# (PUBLISH_LISTED_EVENTS wrote the same fields, in up to four writes, and set every expiry at
+# every event: an earlier server runs its own body by its own name.)
+PUBLISH_TOUCHING_EVENTS = LuaScript(
+    LUA_TOUCH
+    + """
+local task = redis.call('HMGET', KEYS[1], 'seq', 'eid', 'eidpos', 'state')
+if not task[1] then return 0 end
+if ARGV[3] ~= '' and task[2] == ARGV[3] then return tonumber(task[3]) end
 if ARGV[4] ~= '' then
   local lease = redis.call('HMGET', KEYS[3], 'holder', 'epoch')
   if lease[1] ~= ARGV[4] or lease[2] ~= ARGV[5] then return -2 end
 end
-if ARGV[6] ~= '' then
-  local seq = tonumber(redis.call('HGET', KEYS[1], 'seq'))
-  if seq ~= tonumber(ARGV[6]) then return {-3, seq} end
-end
-if ARGV[11] ~= '' and redis.call('HGET', KEYS[1], 'state') ~= ARGV[11] then return -1 end
-local count = #ARGV - 14
-local pos = redis.call('HINCRBY', KEYS[1], 'seq', count) - count
+local pos = tonumber(task[1])
+if ARGV[6] ~= '' and pos ~= tonumber(ARGV[6]) then return {-3, pos} end
+if ARGV[11] ~= '' and task[4] ~= ARGV[11] then return -1 end
 for i = 15, #ARGV do
   pos = pos + 1
   if ARGV[4] ~= '' then
@@ -105,19 +105,29 @@ for i = 15, #ARGV do
     redis.call('XADD', KEYS[2], 'MAXLEN', '~', ARGV[2], pos .. '-1', 'e', ARGV[i])
   end
 end
-if ARGV[3] ~= '' then redis.call('HSET', KEYS[1], 'eid', ARGV[3], 'eidpos', pos) end
+local fields = {'seq', pos}
+if ARGV[3] ~= '' then
+  fields[3], fields[4], fields[5], fields[6] = 'eid', ARGV[3], 'eidpos', pos
+end
 if ARGV[7] ~= '' then
-  redis.call('HSET', KEYS[1], 'pos', pos, 'task', ARGV[7],
-             'state', ARGV[8], 'ms', ARGV[9], 'us', ARGV[10])
+  local n = #fields
+  fields[n + 1], fields[n + 2], fields[n + 3], fields[n + 4] = 'pos', pos, 'task', ARGV[7]
+  fields[n + 5], fields[n + 6], fields[n + 7], fields[n + 8] = 'state', ARGV[8], 'ms', ARGV[9]
+  fields[n + 9], fields[n + 10] = 'us', ARGV[10]
+end
+redis.call('HSET', KEYS[1], unpack(fields))
+if ARGV[7] ~= '' then
   for i = 4, #KEYS do
     local score = ARGV[9]
     if i % 2 == 1 then score = ARGV[14] end
     redis.call('ZADD', KEYS[i], 'XX', score, ARGV[12])
-    redis.call('PEXPIRE', KEYS[i], ARGV[13])
+    touch(KEYS[i], ARGV[13])
   end
 end
-redis.call('PEXPIRE', KEYS[1], ARGV[1])
-redis.call('PEXPIRE', KEYS[2], ARGV[1])
+if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) * 15 / 16 then
+  redis.call('PEXPIRE', KEYS[1], ARGV[1])
+  redis.call('PEXPIRE', KEYS[2], ARGV[1])
+end
 return pos
 """
 )
@@ -190,28 +200,29 @@ return 1
 # lease (free, or from an expired holder) increments the epoch; acquiring our own lease again
 # keeps it. The epoch outlives a release. With the bucket (one Redis: any key may be named), the
 # index entry is written in the same step; on a cluster it is in another slot: a second step.
-ACQUIRE_LEASE = LuaScript(
+# The lease is one write (holder, expiry and epoch in one HSET) and its expiry (set every time:
+# the epoch must outlive every writer that holds it); the bucket, shared by many leases, is
+# `touch`ed. (ACQUIRE_LEASE wrote the epoch apart and set the bucket's expiry at every
+# acquire: an earlier server runs its own body by its own name.)
+ACQUIRE_TOUCHING_LEASE = LuaScript(
     LUA_NOW_MS
+    + LUA_TOUCH
     + """
-local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires')
+local lease = redis.call('HMGET', KEYS[1], 'holder', 'expires', 'epoch')
 if lease[1] then
   if lease[1] ~= ARGV[1] and tonumber(lease[2]) > now then return {0, 0} end
 else
   redis.call('DEL', KEYS[2])
 end
 local expires = now + tonumber(ARGV[2])
-local epoch
-if lease[1] == ARGV[1] then
-  epoch = tonumber(redis.call('HGET', KEYS[1], 'epoch'))
-else
-  epoch = redis.call('HINCRBY', KEYS[1], 'epoch', 1)
-end
-redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires)
+local epoch = tonumber(lease[3]) or 0
+if lease[1] ~= ARGV[1] or not lease[3] then epoch = epoch + 1 end
+redis.call('HSET', KEYS[1], 'holder', ARGV[1], 'expires', expires, 'epoch', epoch)
 redis.call('PEXPIRE', KEYS[1], ARGV[3])
 if redis.call('EXISTS', KEYS[2]) == 1 then redis.call('PEXPIRE', KEYS[2], ARGV[3]) end
 if KEYS[3] then
   redis.call('ZADD', KEYS[3], expires, ARGV[4])
-  redis.call('PEXPIRE', KEYS[3], ARGV[3])
+  touch(KEYS[3], ARGV[3])
 end
 return {epoch, expires}
 """

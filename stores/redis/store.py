@@ -13,7 +13,8 @@ from stores.redis.support import RedisClient
 
 class RedisStore:
     """Takes an injected client (either `decode_responses` works; the factory uses bytes); every
-    key a store writes carries `ttl_s`, refreshed when the thing it belongs to is written."""
+    key a store writes carries `ttl_s`, refreshed when the thing it belongs to is written (by the
+    scripts, once it has run down by a sixteenth: `stores.redis.support.LUA_TOUCH`)."""
 
     def __init__(
         self,

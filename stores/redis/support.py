@@ -117,6 +117,16 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 """
 """A script prologue: `now`, Redis server time in ms (so process clocks never matter)."""
 
+LUA_TOUCH = """
+local function touch(key, ttl)
+  if redis.call('PTTL', key) < tonumber(ttl) * 15 / 16 then redis.call('PEXPIRE', key, ttl) end
+end
+"""
+"""A script prologue: `touch(key, ttl ms)` sets a key's expiry only once it has run down by a
+sixteenth (or the key has none): a PEXPIRE is a write, which Redis propagates and signals, and
+costs several times the PTTL read that spares it (bench/RESULTS.md, issue 53). A key touched so
+expires between 15/16 of its TTL and its TTL after its last write, never sooner."""
+
 
 class LuaScript:
     """A Lua script run by EVALSHA; loaded on the first NOSCRIPT (one round trip when cached).

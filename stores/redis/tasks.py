@@ -65,7 +65,7 @@ from stores.redis.batch import CommandBatcher
 from stores.redis.journal_mux import JournalMux
 from stores.redis.listing import TaskLists
 from stores.redis.read_watch import ReadWatch, watched
-from stores.redis.scripts import CREATE_FENCED_TASK, PUBLISH_LISTED_EVENTS, VOID_TASK
+from stores.redis.scripts import CREATE_TOUCHING_TASK, PUBLISH_TOUCHING_EVENTS, VOID_TASK
 from stores.redis.shared_reads import SharedReads
 from stores.redis.store import RedisStore
 from stores.redis.support import (
@@ -92,7 +92,9 @@ _JOIN_GRACE_S = 1.0
 
 
 class RedisTaskStore(RedisStore, TaskStore):
-    """Tasks and journals in Redis; every key expires `ttl_s` after the task's last event.
+    """Tasks and journals in Redis; every key expires between 15/16 of `ttl_s` and `ttl_s` after
+    the task's last event (an expiry is set again only once it has run down by a sixteenth:
+    `LUA_TOUCH`).
 
     The list indexes expire after twice that: chunks refresh the task's TTL but not the indexes
     (a chunk is one script call, nothing more), so an index outlives every task it names.
@@ -151,7 +153,7 @@ class RedisTaskStore(RedisStore, TaskStore):
             *((fence.holder, fence.epoch) if fence is not None else ("", "")),
         ]
         with redis_available():
-            reply = await self._run_indexed(CREATE_FENCED_TASK, keys, args, task, owner, add=True)
+            reply = await self._run_indexed(CREATE_TOUCHING_TASK, keys, args, task, owner, add=True)
         if int(reply[0]) < 1:
             # Refused: nothing written. (On a cluster the index entry queued after the script
             # names a task that does not exist: a list drops such an entry when it meets it.)
@@ -191,7 +193,7 @@ class RedisTaskStore(RedisStore, TaskStore):
             if snapshot is None:
                 # The streaming hot path: one EVALSHA, in the next round trip out.
                 args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT, if_position)
-                reply = await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args)
+                reply = await self._batcher.run_script(PUBLISH_TOUCHING_EVENTS, keys, args)
             else:
                 stored = write.snapshot_stored
                 fields = (
@@ -202,7 +204,7 @@ class RedisTaskStore(RedisStore, TaskStore):
                 indexes = (task_id, self._index_ttl_ms, TaskLists.scores(snapshot)[1])
                 args = self._publish_args(events, event_id, fence, fields, if_position, indexes)
                 reply = await self._run_indexed(
-                    PUBLISH_LISTED_EVENTS, keys, args, snapshot, owner, add=False
+                    PUBLISH_TOUCHING_EVENTS, keys, args, snapshot, owner, add=False
                 )
         return _published(
             reply, task_id, fence=fence, if_state=write.if_state, if_position=if_position
@@ -220,7 +222,7 @@ class RedisTaskStore(RedisStore, TaskStore):
         keys = self._publish_keys(owner, task_id)
         args = self._publish_args(events, event_id, fence, _NO_SNAPSHOT)
         with redis_available():
-            reply = await self._batcher.run_script(PUBLISH_LISTED_EVENTS, keys, args)
+            reply = await self._batcher.run_script(PUBLISH_TOUCHING_EVENTS, keys, args)
         return _published(reply, task_id, fence=fence)
 
     def chunk_sink(
@@ -242,7 +244,7 @@ class RedisTaskStore(RedisStore, TaskStore):
         if_position: int | None = None,
         indexes: Sequence[Any] = _NO_INDEXES,
     ) -> builtins.list[Any]:
-        """`PUBLISH_LISTED_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or
+        """`PUBLISH_TOUCHING_EVENTS`'s arguments: `snapshot` is its five snapshot fields, or
         `_NO_SNAPSHOT`; `if_position` the journal position the write expects ('' for none);
         `indexes` the task id, the indexes' ttl and the task's by-state score when they are among
         the keys."""
