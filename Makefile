@@ -5,7 +5,7 @@ BIN := $(VENV)/bin
 STAMP := $(VENV)/.installed
 export LITELLM_LOCAL_MODEL_COST_MAP := True
 
-.PHONY: install run test lint lock clean interop-venv
+.PHONY: install run test lint lock clean interop-venv bench-js
 
 install: $(STAMP)
 
@@ -38,6 +38,11 @@ $(SDK03)/.installed: $(SDK03_LOCK)
 # halve it on two cores. `pytest path/to/test.py` alone still runs in one process.
 test: install interop-venv
 	$(BIN)/python -m pytest --numprocesses=auto --dist=loadfile
+
+# The official JS SDK's server of bench/side_by_side.py (`--references js`, which also runs this
+# on first use): its packages exactly as bench/js_reference/package-lock.json pins them.
+bench-js:
+	cd bench/js_reference && npm ci --ignore-scripts --no-audit --no-fund
 
 lint: install
 	$(BIN)/ruff check app agent stores tests

@@ -1,20 +1,23 @@
-"""Issue 16's bench, one command: our `a2a-server` (the scripted model, in memory, on Redis, on
-PostgreSQL and on SQLite) beside the official `a2a-sdk` server with an executor that emits the
-same events (bench/reference_server.py; on its InMemoryTaskStore, and with `--references database`
-on its DatabaseTaskStore on the same PostgreSQL), in the same run, driven by the same load
-generators (wrk for request/response, bench/loadgen.py's asyncio client for streams). Prints
-metric, each server's figure, and the ratios; each figure the median of --runs runs, each scenario
-run on every server in turn (the servers side by side), and each ratio the median of the runs' own
-ratios.
+"""Issues 16 and 53's bench, one command: our `a2a-server` (the scripted model, in memory, on
+Redis, on PostgreSQL and on SQLite) beside the official SDKs' servers, each with an executor that
+emits the same 23 events a task (bench/sdk_servers.py): the Python SDK's (bench/reference_server.py,
+on its InMemoryTaskStore, and with `--references database` on its DatabaseTaskStore on the same
+PostgreSQL), the JavaScript SDK's (`js`: bench/js_reference/) and the Go SDK's (`go` on both
+cores, `go1` pinned to one: a server built by the developer, `--go-server-cmd`), in the same run,
+driven by the same load generators (wrk for request/response, bench/loadgen.py's asyncio client
+for streams). Prints metric, each server's figure, and the ratios; each figure the median of
+--runs runs, each scenario run on every server in turn (the servers side by side), and each ratio
+the median of the runs' own ratios.
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/side_by_side.py [--seconds 5]
         [--runs 3] [--idle 1000 10000] [--quick] [--stores memory redis postgres sqlite]
-        [--references memory database] [--load-only] [--scenarios send16 stream16 ...]
+        [--references memory database js go go1] [--go-server-cmd '/path/server --port {port}']
+        [--load-only] [--scenarios send16 stream16 ... cpu]
 
 Needs wrk (`apt-get install wrk`), redis-server on PATH (a private one on a free port) and, for
 postgres and the SDK's database store, the PostgreSQL of tests/databases.py (127.0.0.1:5432, or
 A2A_TEST_POSTGRES): every server started gets a fresh database of its own, dropped after it (a
-fresh SQLite file likewise, in a temporary folder).
+fresh SQLite file likewise, in a temporary folder). `js` needs node and npm (`npm ci` on first use).
 """
 
 from __future__ import annotations
@@ -23,7 +26,6 @@ import argparse
 import asyncio
 import json
 import os
-import statistics
 import subprocess
 import sys
 import tempfile
@@ -37,6 +39,15 @@ import httpx
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
 import loadgen
+import sdk_servers
+import side_by_side_report as report
+from side_by_side_probes import (
+    bare_server,
+    measure_history,
+    measure_idle_streams,
+    redis_costs,
+    send,
+)
 
 ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
@@ -61,37 +72,19 @@ OUR_LIMITS = {
 }
 
 
-def rss_kib(pid: int) -> int:
-    for line in Path(f"/proc/{pid}/status").read_text().splitlines():
-        if line.startswith("VmRSS:"):
-            return int(line.split()[1])
-    raise RuntimeError("no VmRSS")
-
-
-def send(
-    url: str,
-    params: dict[str, object],
-    method: str = "SendMessage",
-    client: httpx.Client | None = None,
-) -> dict[str, object]:
-    """One request; pass a `client` for many (a client of its own costs ~20 ms to make)."""
-    body = loadgen.rpc_body(method, params)
-    post = client.post if client is not None else httpx.post
-    reply = post(url, content=body, headers={"A2A-Version": "1.0",
-                 "Content-Type": "application/json"}, timeout=60).json()  # fmt: skip
-    if "result" not in reply:
-        raise RuntimeError(f"{method} failed: {reply}")
-    return reply["result"]
-
-
 @contextmanager
 def server(command: list[str], env: dict[str, str]) -> Iterator[tuple[str, int, float]]:
-    """Start a server; yield (url, pid, seconds from spawn to its first answered SendMessage)."""
+    """Start a server (`{port}` in its command, or `--port N` after it); yield (url, pid, seconds
+    from spawn to its first answered SendMessage)."""
     port = loadgen.free_port()
     base = {**os.environ, "PYTHONPATH": str(ROOT), "LITELLM_LOCAL_MODEL_COST_MAP": "True"}
     began = time.monotonic()
+    if any("{port}" in part for part in command):
+        argv = [part.replace("{port}", str(port)) for part in command]
+    else:
+        argv = [*command, "--port", str(port)]
     proc = subprocess.Popen(
-        [*command, "--port", str(port)], env={**base, **env},
+        argv, env={**base, **env},
         stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
     )  # fmt: skip
     url = f"http://127.0.0.1:{port}/"
@@ -161,122 +154,9 @@ def load_scenarios(
     return [named[name] for name in SCENARIOS if name in only]
 
 
-def measure_idle_streams(
-    url: str, pid: int, counts: list[int], *, bare: bool, many_tasks: bool = False
-) -> dict[str, float]:
-    """Memory per idle open stream: RSS growth over `count` streams, per stream, in KiB. The
-    streams subscribe to one task that stays working, or (`many_tasks`) each one is a streaming
-    send of its own, on a task of its own (the turns stay working)."""
-    figures: dict[str, float] = {}
-    task_id: str | None = "none"
-    if many_tasks:
-        task_id = None
-    elif not bare:
-        started = send(url, loadgen.send_params(configuration={"returnImmediately": True}))
-        task_id = started["task"]["id"]  # type: ignore[index]
-    label = "idle streams on as many tasks" if many_tasks else "idle streams"
-    for count in counts:
-
-        async def hold(count: int = count) -> tuple[int, int, int]:
-            opened, release = asyncio.Event(), asyncio.Event()
-            before = rss_kib(pid)
-            holder = asyncio.create_task(
-                loadgen.hold_idle_streams(
-                    url, count=count, task_id=task_id, opened=opened, release=release
-                )
-            )
-            await opened.wait()
-            await asyncio.sleep(2)  # let the server settle (buffers, lazy allocations)
-            after = rss_kib(pid)
-            release.set()
-            failures = await holder
-            await asyncio.sleep(2)
-            return before, after, failures
-
-        before, after, failures = asyncio.run(hold())
-        figures[f"{label} {count}: KiB per stream"] = (after - before) / count
-        figures[f"{label} {count}: failures"] = failures
-    return figures
-
-
-def measure_history(url: str, sizes: list[int], probes: int = 10) -> dict[str, float]:
-    """Turn start (to the first answer chunk of a streamed send) in a conversation holding
-    `size` messages, for each size: median of `probes`. One conversation per size, probed in
-    turn (a round visits every size), so that the machine's speed drifting over the minute this
-    takes moves every size alike instead of showing as a cost of the longer history."""
-    contexts = {size: f"history-{size}-{time.monotonic_ns()}" for size in sizes}
-    with httpx.Client() as client:
-        for size, context in contexts.items():
-            for _ in range(size // 2):  # each turn adds the user's message and the answer
-                send(url, in_context(context), client=client)
-    took: dict[int, list[float]] = {size: [] for size in sizes}
-    for _ in range(probes):
-        for size, context in contexts.items():
-            took[size].append(asyncio.run(first_chunk_s(url, context)))
-    return {
-        f"turn start, {size} messages of history, ms": statistics.median(took[size]) * 1000
-        for size in sizes
-    }
-
-
-def in_context(context: str) -> dict[str, object]:
-    params = loadgen.send_params()
-    params["message"]["contextId"] = context  # type: ignore[index]
-    return params
-
-
-async def first_chunk_s(url: str, context: str) -> float:
-    params = in_context(context)
-    reader, writer = await loadgen._connect(url)
-    try:
-        began = time.monotonic()
-        writer.write(loadgen._request(url, loadgen.rpc_body("SendStreamingMessage", params)))
-        received, first = b"", None
-        while not received.endswith(loadgen._END_OF_CHUNKED):
-            chunk = await reader.read(1 << 16)
-            if not chunk:
-                raise ConnectionError("closed")
-            received += chunk
-            if first is None and b"artifactUpdate" in received:
-                first = time.monotonic() - began
-        if first is None:
-            raise RuntimeError(received[:300])
-        return first
-    finally:
-        writer.close()
-
-
 def percentile(values: list[float], q: float) -> float:
     ordered = sorted(values)
     return ordered[min(len(ordered) - 1, int(len(ordered) * q))] if ordered else float("nan")
-
-
-def median_of(runs: list[dict[str, float]]) -> dict[str, float]:
-    return {name: statistics.median(run[name] for run in runs if name in run) for name in runs[0]}
-
-
-def redis_costs() -> dict[str, float]:
-    """Redis commands and round trips per turn and per chunk (bench/redis_commands.py)."""
-    with tempfile.NamedTemporaryFile(suffix=".json") as out:
-        subprocess.run(
-            [sys.executable, str(ROOT / "bench" / "redis_commands.py"), "--chunks", "20", "220",
-             "--turns", "3", "--chunk-delay", "0.002", "--json", out.name],
-            check=True, capture_output=True, env={**os.environ, "PYTHONPATH": str(ROOT)},
-        )  # fmt: skip
-        rows = json.loads(Path(out.name).read_text())
-    figures: dict[str, float] = {}
-    for mode in ("writer", "stream"):
-        short, long = (next(r for r in rows if r["row"] == f"server/{mode}" and r["chunks"] == k)
-                       for k in (20, 220))  # fmt: skip
-        figures[f"Redis {mode}: commands per turn (20 chunks)"] = short["client"]
-        figures[f"Redis {mode}: round trips per turn (20 chunks)"] = short["round_trips"]
-        figures[f"Redis {mode}: round trips per extra chunk"] = (
-            long["round_trips"] - short["round_trips"]
-        ) / 200
-        figures[f"Redis {mode}: bytes per extra chunk"] = (
-            long["bytes_up"] - short["bytes_up"]
-        ) / 200
-    return figures
 
 
 @dataclass(frozen=True)
@@ -323,15 +203,25 @@ def start(target: Target, env: dict[str, str], label: str) -> Iterator[tuple[str
             yield started
 
 
-# Our stores beside memory, and each reference beside the store of ours it is compared with.
-REFERENCE_OF = {"reference": "memory", "reference (database)": "postgres"}
-BARS = {
-    "SendMessage c=16 req/s": 0.35,
-    "stream c=16 events/s": 0.35,
-    "stream c=32 events/s": 0.35,
-}
-SDK_BARS = {"SendMessage c=16 req/s": 10.0, "stream c=16 events/s": 10.0,
-            "stream c=32 events/s": 10.0}  # fmt: skip
+def references(args: argparse.Namespace, scripted: dict[str, str]) -> dict[str, Target]:
+    """The official SDKs' servers named in --references, each with the same executor."""
+    python = [sys.executable, str(ROOT / "bench" / "reference_server.py")]
+    found: dict[str, Target] = {}
+    if "memory" in args.references:
+        found["reference"] = Target(python, scripted, "memory", ours=False)
+    if "database" in args.references:
+        found["reference (database)"] = Target(python, scripted, "database", ours=False)
+    if "js" in args.references:
+        found["reference (js)"] = Target(sdk_servers.js_command(), scripted, "memory", ours=False)
+    if {"go", "go1"} & set(args.references):
+        if not args.go_server_cmd:
+            raise SystemExit("--references go/go1 need --go-server-cmd (bench/README.md)")
+        both, one = sdk_servers.go_commands(args.go_server_cmd)
+        if "go" in args.references:
+            found["reference (go)"] = Target(both, scripted, "memory", ours=False)
+        if "go1" in args.references:
+            found["reference (go, 1 core)"] = Target(one, scripted, "memory", ours=False)
+    return found
 
 
 def main() -> None:
@@ -344,19 +234,21 @@ def main() -> None:
     parser.add_argument("--stores", nargs="+", default=["memory", "redis", "postgres", "sqlite"],
                         choices=["memory", "redis", "postgres", "sqlite"])  # fmt: skip
     parser.add_argument("--references", nargs="*", default=["memory"],
-                        choices=["memory", "database"],
-                        help="the SDK's server on its InMemoryTaskStore and/or its "
-                        "DatabaseTaskStore (PostgreSQL)")  # fmt: skip
+                        choices=["memory", "database", "js", "go", "go1"],
+                        help="the Python SDK's server on its InMemoryTaskStore and/or its "
+                        "DatabaseTaskStore (PostgreSQL), the JS SDK's, the Go SDK's on both "
+                        "cores and/or pinned to core 0")  # fmt: skip
+    parser.add_argument("--go-server-cmd", help="the a2a-go server: '/path/server --port {port}'")
     only_load = "only the load scenarios (no idle streams, history, Redis costs)"
     parser.add_argument("--load-only", action="store_true", help=only_load)
-    parser.add_argument("--scenarios", nargs="+", default=SCENARIOS, choices=SCENARIOS)
+    parser.add_argument("--scenarios", nargs="+", default=[*SCENARIOS, "cpu"],
+                        choices=[*SCENARIOS, "cpu"])  # fmt: skip
     args = parser.parse_args()
     if args.quick:
         args.runs, args.seconds, args.idle, args.history = 1, 2, [1000], [10, 1000]
     scripted = {"SCRIPTED_CHUNKS": str(CHUNKS), "SCRIPTED_DELAY_MS": "0"}
     idle = {"SCRIPTED_CHUNKS": "1", "SCRIPTED_DELAY_MS": "3600000"}  # a turn that stays working
     ours = [str(BIN / "a2a-server")]
-    reference = [sys.executable, str(ROOT / "bench" / "reference_server.py")]
     with loadgen.private_redis() as redis_url:
         # A lease's renewal and the orphan sweep stay out of the measured windows, as on Redis.
         durable = {"LEASE_TTL_S": "600"}
@@ -367,14 +259,17 @@ def main() -> None:
             "postgres": Target(ours, {**model, **durable}, "postgres"),
             "sqlite": Target(ours, {**model, **durable}, "sqlite"),
         }
-        targets = {name: stores[name] for name in args.stores}
-        if "memory" in args.references:
-            targets["reference"] = Target(reference, scripted, "memory", ours=False)
-        if "database" in args.references:
-            targets["reference (database)"] = Target(reference, scripted, "database", ours=False)
+        targets = {name: stores[name] for name in args.stores} | references(args, scripted)
         runs: dict[str, list[dict[str, float]]] = {name: [] for name in targets}
         for run in range(args.runs):
+            # The machine may be shared: each run's load goes beside its figures.
+            began = time.strftime("%H:%M:%S", time.gmtime())
+            load = " ".join(f"{figure:.2f}" for figure in os.getloadavg())
             figures = load_run(targets, run, args)
+            ended = time.strftime("%H:%M:%S", time.gmtime())
+            print(f"run {run + 1}: {began}-{ended} UTC, load average at its start {load}, "
+                  f"at its end {' '.join(f'{f:.2f}' for f in os.getloadavg())}",
+                  file=sys.stderr)  # fmt: skip
             for name, target in targets.items():
                 if not args.load_only and target.store != "database":
                     env = {**OUR_LIMITS, **idle}
@@ -394,19 +289,33 @@ def main() -> None:
                     runs.setdefault("bare ASGI", []).append(
                         measure_idle_streams(url, pid, args.idle, bare=True)
                     )
-    result = {name: median_of(figures) for name, figures in runs.items() if figures}
-    ratios: dict[str, dict[str, float]] = {}
-    for name in targets:
-        if targets[name].ours and name != "memory" and "memory" in targets:
-            ratios[f"{name} / memory"] = paired_ratios(runs[name], runs["memory"])
-    for name, mine in REFERENCE_OF.items():
-        if name in targets and mine in targets:
-            ratios[f"{mine} / SDK {targets[name].store}"] = paired_ratios(runs[mine], runs[name])
+    result = {name: report.median_of(figures) for name, figures in runs.items() if figures}
+    ours_names = {name for name, target in targets.items() if target.ours}
+    compared = report.pairs(list(targets), ours_names)
+    ratios = {label: report.paired_ratios(runs[mine], runs[theirs])
+              for label, (mine, theirs) in compared.items()}  # fmt: skip
     if not args.load_only and "redis" in targets:
         result["redis costs"] = redis_costs()
-    print_table(result, ratios)
-    print_bars(ratios, runs, targets)
+    report.print_table(result, ratios)
+    report.print_bars(runs, compared)
     print(json.dumps(result | {"ratios": ratios, "runs": runs}))
+
+
+# Server CPU per request over a fixed amount of work (not over wrk's fixed time, where the
+# requests in flight at its end would be counted in the CPU and not in the requests).
+CPU_SENDS, CPU_STREAMS, CPU_CONCURRENCY = 400, 100, 16
+
+
+def server_cpu(url: str, pid: int) -> dict[str, float]:
+    """Server CPU time (user + system, every thread) per blocking send and per streamed turn."""
+    figures = {}
+    for method, count, name in (("SendMessage", CPU_SENDS, "server CPU per send, ms"),
+                                ("SendStreamingMessage", CPU_STREAMS,
+                                 "server CPU per streamed turn, ms")):  # fmt: skip
+        before = sdk_servers.cpu_seconds(pid)
+        asyncio.run(loadgen.calls(url, method=method, count=count, concurrency=CPU_CONCURRENCY))
+        figures[name] = (sdk_servers.cpu_seconds(pid) - before) / count * 1000
+    return figures
 
 
 def load_run(
@@ -418,98 +327,31 @@ def load_run(
     minutes: the machine's speed, which drifts by a quarter over minutes here, moves both."""
     figures: dict[str, dict[str, float]] = {}
     urls: dict[str, str] = {}
+    pids: dict[str, int] = {}
     with ExitStack() as servers:
         for name, target in targets.items():
-            url, _, startup_s = servers.enter_context(start(target, {}, f"{run}-{name}"))
-            urls[name], figures[name] = url, {"startup to first answer, s": startup_s}
+            url, pid, startup_s = servers.enter_context(start(target, {}, f"{run}-{name}"))
+            urls[name], pids[name] = url, pid
+            figures[name] = {"startup to first answer, s": startup_s}
         names = list(targets)
+        if run == 0:  # the servers compared must stream the same events: check on the wire
+            seen = {name: sdk_servers.streamed_events(urls[name]) for name in names}
+            if differ := sdk_servers.differences(seen, names[0]):
+                raise SystemExit("the servers do not stream the same events:\n" + "\n".join(differ))
+            print(f"wire check: the same {len(seen[names[0]])} events from every server",
+                  file=sys.stderr)  # fmt: skip
         order = names[run % len(names) :] + names[: run % len(names)]
         for scenario in load_scenarios(args.seconds, args.scenarios):
             for name in order:
                 figures[name] |= scenario(urls[name])
+        if "cpu" in args.scenarios:
+            for name in order:
+                figures[name] |= server_cpu(urls[name], pids[name])
         if not args.load_only:
             for name in names:
                 if targets[name].ours:
                     figures[name] |= measure_history(urls[name], args.history)
     return figures
-
-
-def paired_ratios(
-    ours: list[dict[str, float]], reference: list[dict[str, float]]
-) -> dict[str, float]:
-    """Each metric's ratio ours / reference within each run (figures taken seconds apart), the
-    median over the runs."""
-    return {
-        metric: statistics.median(mine[metric] / theirs[metric] for mine, theirs in pairs)
-        for metric in ours[0]
-        if (pairs := [(m, t) for m, t in zip(ours, reference, strict=True) if t.get(metric)])
-    }
-
-
-def print_bars(
-    ratios: dict[str, dict[str, float]],
-    runs: dict[str, list[dict[str, float]]],
-    targets: dict[str, Target],
-) -> None:
-    """Issue 51's bars: each store at least 0.35x memory on sends (c=16) and streams; ours on
-    PostgreSQL at least 10x the SDK's DatabaseTaskStore on the same PostgreSQL. Each run's own
-    ratio, then their median."""
-    print()
-    print("| ratio | metric | bar | per run | median | met |")
-    print("|---|---|---|---|---|---|")
-    for label, table in ratios.items():
-        store, _, base = label.partition(" / ")
-        bars = SDK_BARS if base.startswith("SDK database") else BARS if base == "memory" else {}
-        other = "memory" if base == "memory" else next(
-            (n for n, t in targets.items() if not t.ours and f"SDK {t.store}" == base), None
-        )  # fmt: skip
-        for metric, bar in bars.items():
-            if metric not in table or other is None:
-                continue
-            each = [m[metric] / t[metric] for m, t in zip(runs[store], runs[other], strict=True)
-                    if t.get(metric)]  # fmt: skip
-            shown = ", ".join(f"{r:.2f}" for r in each)
-            met = "yes" if table[metric] >= bar else "**no**"
-            print(f"| {label} | {metric} | {bar:g}x | {shown} | {table[metric]:.2f} | {met} |")
-
-
-@contextmanager
-def bare_server(command: list[str]) -> Iterator[tuple[str, int]]:
-    port = loadgen.free_port()
-    proc = subprocess.Popen([*command, "--port", str(port)], stdout=subprocess.DEVNULL,
-                            stderr=subprocess.DEVNULL)  # fmt: skip
-    try:
-        loadgen.wait_for_port(port, proc, timeout_s=10)
-        yield f"http://127.0.0.1:{port}/", proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
-
-
-def print_table(result: dict[str, dict[str, float]], ratios: dict[str, dict[str, float]]) -> None:
-    """Medians of the runs; each ratio is the median of each run's ratio (not the medians')."""
-    servers = [name for name in result if name not in ("bare ASGI", "redis costs")]
-    names = {"memory": "ours (memory)", "redis": "ours (redis)", "postgres": "ours (postgres)",
-             "sqlite": "ours (sqlite)", "reference": "SDK (memory)",
-             "reference (database)": "SDK (DatabaseTaskStore)"}  # fmt: skip
-    print(f"| metric | {' | '.join(names[n] for n in servers)} | {' | '.join(ratios)} |")
-    print(f"|---|{'---|' * (len(servers) + len(ratios))}")
-    metrics = list(dict.fromkeys(m for n in servers for m in result[n]))
-    for metric in metrics:
-        cells = [fmt(result[n].get(metric)) for n in servers]
-        cells += [f"{r[metric]:.2f}" if metric in r else "" for r in ratios.values()]
-        print(f"| {metric} | {' | '.join(cells)} |")
-    blank = " | " * (len(servers) + len(ratios) - 1)
-    for metric, value in result.get("bare ASGI", {}).items():
-        print(f"| {metric} (bare ASGI) | {fmt(value)}{blank}|")
-    for metric, value in result.get("redis costs", {}).items():
-        print(f"| {metric} (redis) | {fmt(value)}{blank}|")
-
-
-def fmt(value: float | None) -> str:
-    if value is None:
-        return ""
-    return f"{value:,.0f}" if abs(value) >= 100 else f"{value:.2f}"
 
 
 if __name__ == "__main__":
