@@ -46,6 +46,14 @@ def session_settings(command_timeout_s: float) -> dict[str, str]:
     return {"idle_in_transaction_session_timeout": str(max(idle_ms, 1000))}
 
 
+async def keep_session(connection: asyncpg.Connection) -> None:
+    """The pool's reset at every release: nothing. asyncpg's default sends `SELECT
+    pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`, a round trip at each release,
+    undoing session state no store leaves on a pooled connection (no advisory lock, cursor,
+    LISTEN or SET: the migration's lock and LISTEN have connections of their own). An open
+    transaction is still rolled back: asyncpg does that before it calls a pool's `reset`."""
+
+
 class Database:
     """The pool, made on first use; `on_open` runs once it is (the stores' background sweep)."""
 
@@ -110,6 +118,7 @@ class Database:
                 timeout=timeout,  # connection attempts
                 max_inactive_connection_lifetime=60.0,
                 server_settings=session_settings(timeout),
+                reset=keep_session,
             )
             return await pool
 
