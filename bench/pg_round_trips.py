@@ -27,7 +27,7 @@ import loadgen
 from side_by_side import BIN, ROOT, server
 
 sys.path.insert(0, str(ROOT))
-from tests import databases  # noqa: E402
+from tests import databases
 
 RESET = "SELECT pg_advisory_unlock_all()"
 
