@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 
 from stores.errors import StoreUnavailable
-from stores.postgres.errors import postgres_available
+from stores.postgres.errors import CONNECTION_BROKEN, postgres_available
 from stores.postgres.migrations import apply_migrations
 
 logger = logging.getLogger(__name__)
@@ -130,12 +130,12 @@ class Database:
             async with pool.acquire(timeout=POOL_WAITS * self.command_timeout_s) as connection:
                 try:
                     yield connection
-                except (asyncpg.exceptions.InternalClientError, TimeoutError):
-                    # Its protocol is stuck mid-state (see errors.py), or the server did not
-                    # answer in time: never hand it out again. Released as it is, the pool (or
-                    # a rollback) would first wait for the timed-out statement's cancel, which
-                    # a server cut off never answers: the caller's error would come a command
-                    # timeout late, or two.
+                except CONNECTION_BROKEN:
+                    # Its protocol is stuck mid-state (see errors.py), its socket gone, or the
+                    # server did not answer in time: never hand it out again. Released as it
+                    # is, the pool (or a rollback) would first wait for the timed-out
+                    # statement's cancel, which a server cut off never answers: the caller's
+                    # error would come a command timeout late, or two.
                     connection.terminate()
                     raise
 
@@ -177,12 +177,7 @@ class Database:
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), self.command_timeout_s)
-            except (
-                TimeoutError,
-                OSError,
-                asyncpg.InterfaceError,
-                asyncpg.exceptions.InternalClientError,
-            ):
+            except CONNECTION_BROKEN:
                 pool.terminate()
 
 
