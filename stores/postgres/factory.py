@@ -48,6 +48,7 @@ class PostgresStores:
 
     async def aclose(self) -> None:
         await self.sweep.aclose()
+        await self.tasks.announcements.aclose()
         await self.notifications.aclose()
         await self.database.aclose()
 

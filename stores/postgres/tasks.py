@@ -2,7 +2,8 @@
 
     publish --one statement: a2a_publish()--> lease row FOR SHARE (fenced), task row FOR UPDATE,
             |                    INSERT journal rows (positions row.position + 1...),
-            |                    UPDATE the task row [snapshot], pg_notify('a2a_journal', task)
+            |                    UPDATE the task row [snapshot]; once committed,
+            |                    pg_notify('a2a_journal', task) (stores.postgres.announcements)
             v
     journal (owner, task_id, position) --SELECT position > after--> readers on any replica,
             woken by the notification (stores.postgres.notifications)
@@ -37,6 +38,7 @@ from stores.base import (
 from stores.chunks import WritingBehind
 from stores.codec import dump_event, dump_task, load_task, snapshot_event, stored_entry
 from stores.models import JournalEntry, Task, TaskRecord, TaskState
+from stores.postgres.announcements import Announcements
 from stores.postgres.database import Database
 from stores.postgres.fences import fence_args, refuse_creation
 from stores.postgres.listing import list_tasks, status_ms, status_us
@@ -48,7 +50,7 @@ _CREATE = (
 )
 _PUBLISH = (
     "SELECT outcome, task_position FROM a2a_publish("
-    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16, $17)"
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
 )
 
 _READ = """
@@ -74,6 +76,7 @@ class PostgresTaskStore(TaskStore):
     ) -> None:
         self._db = database
         self._notifications = notifications
+        self.announcements = Announcements(database, close_timeout_s=database.command_timeout_s)
         self._ttl_s = float(ttl_s)
         self._journal_max = journal_max
 
@@ -227,7 +230,6 @@ class PostgresTaskStore(TaskStore):
                 *fence_args(fence),
                 event_id,
                 self._ttl_s,
-                task_payload(owner, task_id),
                 if_position,
                 if_state.value if if_state is not None else None,
                 self._journal_max,
@@ -235,7 +237,10 @@ class PostgresTaskStore(TaskStore):
                 *(snapshot if snapshot is not None else (None,) * 5),
             )
         outcome, position = row["outcome"], row["task_position"]
-        if outcome in ("ok", "retry"):  # a retry: journaled once, at the position it got
+        if outcome == "ok":
+            self.announcements.announce(task_payload(owner, task_id))
+            return int(position)
+        if outcome == "retry":  # journaled once, at the position it got (and announced then)
             return int(position)
         if outcome == "gone":
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")

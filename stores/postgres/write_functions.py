@@ -15,9 +15,7 @@ migration), and older replicas keep calling the old one during a rolling deploy.
 
 from __future__ import annotations
 
-from stores.postgres.notifications import JOURNAL_CHANNEL
-
-WRITE_FUNCTIONS = f"""
+WRITE_FUNCTIONS = """
 -- A task's first snapshot and journal entry. outcome: 'ok', 'lease' (the fence lost), 'voided'.
 CREATE FUNCTION a2a_create_task(
     p_owner text, p_task text, p_context text, p_state text, p_status_ms bigint,
@@ -56,10 +54,11 @@ $$;
 -- Journal entries after the task's last position, and the snapshot if one is given (p_snapshot
 -- not NULL), in the Redis script's order of checks. outcome: 'ok' (task_position: the last
 -- position written), 'retry' (p_event_id was the last write's: its position), 'gone', 'lease',
--- 'position' (task_position: the current one), 'state'.
+-- 'position' (task_position: the current one), 'state'. Its notification is sent after it
+-- commits (stores.postgres.announcements says why).
 CREATE FUNCTION a2a_publish(
     p_owner text, p_task text, p_events bytea[], p_holder text, p_epoch bigint,
-    p_event_id text, p_ttl_s double precision, p_payload text, p_if_position bigint,
+    p_event_id text, p_ttl_s double precision, p_if_position bigint,
     p_if_state text, p_journal_max bigint, p_trim_every bigint, p_snapshot bytea,
     p_context text, p_state text, p_status_ms bigint, p_status_us bigint,
     OUT outcome text, OUT task_position bigint
@@ -126,7 +125,6 @@ BEGIN
         DELETE FROM journal
         WHERE owner = p_owner AND task_id = p_task AND position <= v_last - p_journal_max;
     END IF;
-    PERFORM pg_notify('{JOURNAL_CHANNEL}', p_payload);
     outcome := 'ok';
     task_position := v_last;
 END
