@@ -53,12 +53,13 @@ def _sql_stores(settings: Settings, database: Database) -> StoreSet:
     if database.kind == "postgresql":
         # Nothing connects here: an unreachable database fails calls and the readiness ping
         # (StoreUnavailable), and the schema is migrated at the first connection.
-        from stores.postgres.factory import create_postgres_stores
+        from stores.postgres.factory import create_postgres_stores, pool_size_for
 
+        pool_size = settings.database_pool_size or pool_size_for(settings.a2a_max_running_turns)
         postgres: StoreSet = create_postgres_stores(
             database.url,
             ttl_s=settings.task_ttl_s,
-            pool_size=settings.database_pool_size,
+            pool_size=pool_size,
             command_timeout_s=settings.database_command_timeout_s,
         )
         return postgres

@@ -37,17 +37,13 @@ class CapacitySettings(BaseSettings):
         " SQLite (`sqlite:///relative.db`, `sqlite:////absolute.db`; one server only); not with"
         " REDIS_URL (docs/storage.md).",
     )
-    # asyncpg's own default. What a replica needs at once: a running turn writes one statement at
-    # a time (a few hundred microseconds, a commit's fsync included), and streams and blocking
-    # sends wait for wake-ups (LISTEN/NOTIFY) without holding a pooled connection; so even
-    # A2A_MAX_RUNNING_TURNS (256) turns streaming keep only a handful busy on average, and ten
-    # leave room for bursts (creates, claims, lists). Each connection is a server process of its
-    # own: PostgreSQL's default max_connections (100) serves eight replicas of ten (storage.md).
-    database_pool_size: int = Field(
-        10,
+    # Unset: sized from the replica's turn limit (stores.postgres.factory.pool_size_for).
+    database_pool_size: int | None = Field(
+        None,
         ge=1,
-        description="PostgreSQL connections each replica may open (replicas x this must stay"
-        " under the server's max_connections).",
+        description="PostgreSQL connections each replica may open; unset:"
+        " A2A_MAX_RUNNING_TURNS + 4, at most 20 (replicas x this must stay under the server's"
+        " max_connections).",
     )
     database_command_timeout_s: float = Field(
         2.0,

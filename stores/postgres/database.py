@@ -22,7 +22,7 @@ from collections.abc import AsyncIterator, Callable
 import asyncpg
 
 from stores.errors import StoreUnavailable
-from stores.postgres.errors import postgres_available
+from stores.postgres.errors import CONNECTION_BROKEN, postgres_available
 from stores.postgres.migrations import apply_migrations
 
 logger = logging.getLogger(__name__)
@@ -44,6 +44,14 @@ def session_settings(command_timeout_s: float) -> dict[str, str]:
     its client would have waited for an answer."""
     idle_ms = int(IDLE_IN_TRANSACTION_TIMEOUTS * command_timeout_s * 1000)
     return {"idle_in_transaction_session_timeout": str(max(idle_ms, 1000))}
+
+
+async def keep_session(connection: asyncpg.Connection) -> None:
+    """The pool's reset at every release: nothing. asyncpg's default sends `SELECT
+    pg_advisory_unlock_all(); CLOSE ALL; UNLISTEN *; RESET ALL`, a round trip at each release,
+    undoing session state no store leaves on a pooled connection (no advisory lock, cursor,
+    LISTEN or SET: the migration's lock and LISTEN have connections of their own). An open
+    transaction is still rolled back: asyncpg does that before it calls a pool's `reset`."""
 
 
 class Database:
@@ -110,6 +118,7 @@ class Database:
                 timeout=timeout,  # connection attempts
                 max_inactive_connection_lifetime=60.0,
                 server_settings=session_settings(timeout),
+                reset=keep_session,
             )
             return await pool
 
@@ -121,12 +130,12 @@ class Database:
             async with pool.acquire(timeout=POOL_WAITS * self.command_timeout_s) as connection:
                 try:
                     yield connection
-                except (asyncpg.exceptions.InternalClientError, TimeoutError):
-                    # Its protocol is stuck mid-state (see errors.py), or the server did not
-                    # answer in time: never hand it out again. Released as it is, the pool (or
-                    # a rollback) would first wait for the timed-out statement's cancel, which
-                    # a server cut off never answers: the caller's error would come a command
-                    # timeout late, or two.
+                except CONNECTION_BROKEN:
+                    # Its protocol is stuck mid-state (see errors.py), its socket gone, or the
+                    # server did not answer in time: never hand it out again. Released as it
+                    # is, the pool (or a rollback) would first wait for the timed-out
+                    # statement's cancel, which a server cut off never answers: the caller's
+                    # error would come a command timeout late, or two.
                     connection.terminate()
                     raise
 
@@ -168,12 +177,7 @@ class Database:
         if pool is not None:
             try:
                 await asyncio.wait_for(pool.close(), self.command_timeout_s)
-            except (
-                TimeoutError,
-                OSError,
-                asyncpg.InterfaceError,
-                asyncpg.exceptions.InternalClientError,
-            ):
+            except CONNECTION_BROKEN:
                 pool.terminate()
 
 

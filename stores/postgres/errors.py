@@ -12,18 +12,24 @@ from asyncpg import exceptions as pg
 
 from stores.errors import StoreError, StoreUnavailable
 
-_UNREACHABLE: tuple[type[BaseException], ...] = (
+CONNECTION_BROKEN: tuple[type[BaseException], ...] = (
     OSError,  # refused, reset, unreachable host
     TimeoutError,  # a command (or connection attempt) past its timeout
     asyncpg.InterfaceError,  # a connection closed under us, a pool closing
+    # A connection the server terminated mid-command (or while it sat idle in the pool):
+    # asyncpg's protocol is left mid-state and its next command fails so.
+    pg.InternalClientError,
+)
+"""What a connection raises once it is not to be used again: the pool's (database.py) is
+terminated, the listener's (notifications.py) replaced."""
+
+_UNREACHABLE: tuple[type[BaseException], ...] = (
+    *CONNECTION_BROKEN,
     pg.PostgresConnectionError,  # class 08
     pg.OperatorInterventionError,  # class 57: shutdown, terminated backend, query canceled
     pg.InsufficientResourcesError,  # class 53: too many connections
     pg.TransactionRollbackError,  # class 40: deadlock or serialization failure (retryable)
     pg.CannotConnectNowError,
-    # A pooled connection the server terminated while it sat idle: asyncpg's protocol is left
-    # mid-state and its next command fails so (the pool is told to replace it: database.py).
-    pg.InternalClientError,
 )
 
 

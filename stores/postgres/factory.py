@@ -21,7 +21,21 @@ from stores.postgres.sweep import ExpirySweep
 from stores.postgres.tasks import PostgresTaskStore
 from stores.rate_limit import RateLimit, RateLimiter
 
-__all__ = ["PostgresStores", "create_postgres_stores"]
+__all__ = ["POOL_MAX", "PostgresStores", "create_postgres_stores", "pool_size_for"]
+
+POOL_MAX = 20
+"""The most connections a replica opens unless told (DATABASE_POOL_SIZE): each is a server
+process of its own, and past the database's cores more of them contend rather than help; 20
+keeps four replicas under PostgreSQL's default max_connections (100)."""
+
+
+def pool_size_for(max_running_turns: int) -> int:
+    """A replica's pool from what it runs at once: every running turn writes one statement at a
+    time (each write is one statement: stores.postgres.write_functions), so one connection per
+    turn; and 4 for the rest (journal notifications, the expiry sweep, lease renewals, the
+    readiness probe). Streams and blocking sends wait on the listening connection, not on the
+    pool, and read through it between wake-ups. At most POOL_MAX."""
+    return min(max_running_turns + 4, POOL_MAX)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -48,6 +62,7 @@ class PostgresStores:
 
     async def aclose(self) -> None:
         await self.sweep.aclose()
+        await self.tasks.announcements.aclose()
         await self.notifications.aclose()
         await self.database.aclose()
 
@@ -56,7 +71,7 @@ def create_postgres_stores(
     url: str,
     *,
     ttl_s: float = DEFAULT_TASK_TTL_S,
-    pool_size: int = 20,
+    pool_size: int = POOL_MAX,
     command_timeout_s: float = 5.0,
     journal_max: int = 10_000,
     sweep_interval_s: float = 60.0,

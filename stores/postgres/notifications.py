@@ -30,20 +30,14 @@ import asyncpg
 
 from stores.base import TaskRef
 from stores.errors import StoreUnavailable
-from stores.postgres.errors import postgres_available
+from stores.postgres.errors import CONNECTION_BROKEN, postgres_available
 
 logger = logging.getLogger(__name__)
 
-# What a lost listening connection raises: asyncpg's errors, the socket's, and InternalClientError
-# (a connection the server terminated mid-command is left in a state its next command fails on;
-# seen when the database was killed under load: it escaped the watch as an unretrieved exception).
-_CONNECTION_LOST = (
-    OSError,
-    TimeoutError,
-    asyncpg.PostgresError,
-    asyncpg.InterfaceError,
-    asyncpg.exceptions.InternalClientError,
-)
+# What a lost listening connection raises: a broken connection's errors, and the server's
+# (terminated mid-ping when the database was killed under load: it escaped the watch once, as an
+# unretrieved exception).
+_CONNECTION_LOST = (*CONNECTION_BROKEN, asyncpg.PostgresError)
 
 JOURNAL_CHANNEL = "a2a_journal"
 CANCEL_CHANNEL = "a2a_cancel"

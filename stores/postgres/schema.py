@@ -16,6 +16,8 @@ what the other backends sort by (Redis by member bytes, memory by code point: th
 
 from __future__ import annotations
 
+from stores.postgres.write_functions import WRITE_FUNCTIONS
+
 MIGRATIONS: tuple[str, ...] = (
     # 1: every table of issue 51's first PostgreSQL store.
     """
@@ -152,6 +154,8 @@ MIGRATIONS: tuple[str, ...] = (
         expires_at timestamptz NOT NULL
     );
     """,
+    # 2: the fenced writes as functions, one statement each (stores.postgres.write_functions).
+    WRITE_FUNCTIONS,
 )
 """The schema's migrations: version N is MIGRATIONS[N - 1]."""
 

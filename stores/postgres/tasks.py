@@ -1,8 +1,9 @@
 """PostgresTaskStore: task snapshots, their journals, and reads woken by LISTEN/NOTIFY.
 
-    publish --one transaction--> lease row FOR SHARE (fenced), task row FOR UPDATE,
+    publish --one statement: a2a_publish()--> lease row FOR SHARE (fenced), task row FOR UPDATE,
             |                    INSERT journal rows (positions row.position + 1...),
-            |                    UPDATE the task row [snapshot], pg_notify('a2a_journal', task)
+            |                    UPDATE the task row [snapshot]; once committed,
+            |                    pg_notify('a2a_journal', task) (stores.postgres.announcements)
             v
     journal (owner, task_id, position) --SELECT position > after--> readers on any replica,
             woken by the notification (stores.postgres.notifications)
@@ -10,7 +11,7 @@
 The task row is the journal's counter: locking it orders every write of a task, so positions are
 contiguous (1, 2, 3, ...) and a write sees the previous one's `last_event_id` (a retry returns
 the position it got). The checks come in the Redis script's order: the task exists, the event id
-is not a retry, the fence holds, the state is the expected one; a refused write rolls back.
+is not a retry, the fence holds, the state is the expected one; a refused write writes nothing.
 """
 
 from __future__ import annotations
@@ -24,6 +25,7 @@ from stores.base import (
     ChunkSink,
     Fence,
     JournalWrite,
+    LeaseLost,
     PositionConflict,
     StateConflict,
     TaskGone,
@@ -36,51 +38,19 @@ from stores.base import (
 from stores.chunks import WritingBehind
 from stores.codec import dump_event, dump_task, load_task, snapshot_event, stored_entry
 from stores.models import JournalEntry, Task, TaskRecord, TaskState
+from stores.postgres.announcements import Announcements
 from stores.postgres.database import Database
-from stores.postgres.fences import check_creation, check_fence, lock_lease
+from stores.postgres.fences import fence_args, refuse_creation
 from stores.postgres.listing import list_tasks, status_ms, status_us
-from stores.postgres.notifications import JOURNAL_CHANNEL, Notifications, task_payload
+from stores.postgres.notifications import Notifications, task_payload
 
-_INSERT_TASK = """
-WITH task AS (
-    INSERT INTO tasks (owner, task_id, context_id, state, status_ms, status_us, snapshot,
-                       snapshot_position, position, expires_at)
-    VALUES ($1, $2, $3, $4, $5, $6, $7, 1, 1, now() + make_interval(secs => $8))
-    RETURNING owner, task_id
+# The writes are functions of the database (stores.postgres.write_functions): one statement.
+_CREATE = (
+    "SELECT outcome, voided_by FROM a2a_create_task($1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11)"
 )
-INSERT INTO journal (owner, task_id, position, event, epoch)
-SELECT owner, task_id, 1, $9, $10 FROM task
-"""
-
-_LOCK_TASK = """
-SELECT position, state, last_event_id, last_event_position FROM tasks
-WHERE owner = $1 AND task_id = $2 AND expires_at > now()
-FOR UPDATE
-"""
-
-# $1 owner, $2 task, $3 the last position before, $4 the events, $5 the writer's epoch, $6 the
-# event id, $7 ttl s, $8 the notification's payload [, the snapshot's fields].
-_APPEND = f"""
-WITH entries AS (
-    INSERT INTO journal (owner, task_id, position, event, epoch)
-    SELECT $1, $2, $3 + n, event, $5 FROM unnest($4::bytea[]) WITH ORDINALITY AS e(event, n)
-), task AS (
-    UPDATE tasks SET
-        position = $3 + cardinality($4::bytea[]),
-        last_event_id = coalesce($6, last_event_id),
-        last_event_position = CASE WHEN $6::text IS NULL THEN last_event_position
-                                   ELSE $3 + cardinality($4::bytea[]) END,
-        expires_at = now() + make_interval(secs => $7)
-        {{snapshot}}
-    WHERE owner = $1 AND task_id = $2
-)
-SELECT pg_notify('{JOURNAL_CHANNEL}', $8)
-"""
-_NO_SNAPSHOT = _APPEND.format(snapshot="")
-_WITH_SNAPSHOT = _APPEND.format(
-    snapshot=""",
-        snapshot = $9, snapshot_position = $3 + cardinality($4::bytea[]), context_id = $10,
-        state = $11, status_ms = $12, status_us = $13"""
+_PUBLISH = (
+    "SELECT outcome, task_position FROM a2a_publish("
+    "$1, $2, $3, $4, $5, $6, $7, $8, $9, $10, $11, $12, $13, $14, $15, $16)"
 )
 
 _READ = """
@@ -106,21 +76,16 @@ class PostgresTaskStore(TaskStore):
     ) -> None:
         self._db = database
         self._notifications = notifications
+        self.announcements = Announcements(database, close_timeout_s=database.command_timeout_s)
         self._ttl_s = float(ttl_s)
         self._journal_max = journal_max
 
     async def create(self, task: Task, *, owner: str, fence: Fence | None = None) -> TaskRecord:
         stored = dump_task(task)
-        async with self._db.transaction() as connection:
-            if fence is not None:
-                check_creation(await lock_lease(connection, owner, task.id), task.id, fence)
-            # A task created again (an expired one's id) starts over, as on Redis.
-            await connection.execute(
-                "DELETE FROM tasks WHERE owner = $1 AND task_id = $2", owner, task.id
-            )
-            moment = task.status.timestamp
-            await connection.execute(
-                _INSERT_TASK,
+        moment = task.status.timestamp
+        async with self._db.connection() as connection:
+            refused = await connection.fetchrow(
+                _CREATE,
                 owner,
                 task.id,
                 task.context_id,
@@ -130,8 +95,10 @@ class PostgresTaskStore(TaskStore):
                 stored,
                 self._ttl_s,
                 snapshot_event(stored),
-                fence.epoch if fence is not None else None,
+                *fence_args(fence),
             )
+        if fence is not None and refused["outcome"] != "ok":
+            refuse_creation(refused["outcome"], task.id, fence, refused["voided_by"])
         return TaskRecord(task=task, owner=owner, position=1, stored=stored)
 
     async def void(self, task_id: str, *, owner: str, by: str) -> bool:
@@ -254,45 +221,36 @@ class PostgresTaskStore(TaskStore):
         if_position: int | None = None,
         if_state: TaskState | None = None,
     ) -> int:
-        async with self._db.transaction() as connection:
-            # The lease first (every transaction takes a lease row before a task row).
-            lease = await lock_lease(connection, owner, task_id) if fence is not None else None
-            task = await connection.fetchrow(_LOCK_TASK, owner, task_id)
-            if task is None:
-                raise TaskGone(f"task {task_id!r} does not exist (or expired)")
-            if event_id and task["last_event_id"] == event_id:
-                return int(task["last_event_position"])  # a retry: journaled once
-            if fence is not None:
-                check_fence(lease, task_id, fence)
-            if if_position is not None and int(task["position"]) != if_position:
-                current = int(task["position"])
-                raise PositionConflict(task_id, expected=if_position, current=current)
-            if if_state is not None and task["state"] != if_state.value:
-                raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
-            before = int(task["position"])
-            args = [
+        async with self._db.connection() as connection:
+            row = await connection.fetchrow(
+                _PUBLISH,
                 owner,
                 task_id,
-                before,
                 events,
-                fence.epoch if fence is not None else None,
+                *fence_args(fence),
                 event_id,
                 self._ttl_s,
-                task_payload(owner, task_id),
-            ]
-            if snapshot is None:
-                await connection.execute(_NO_SNAPSHOT, *args)
-            else:
-                await connection.execute(_WITH_SNAPSHOT, *args, *snapshot)
-            last = before + len(events)
-            if last > self._journal_max and last // _TRIM_EVERY != before // _TRIM_EVERY:
-                await connection.execute(
-                    "DELETE FROM journal WHERE owner = $1 AND task_id = $2 AND position <= $3",
-                    owner,
-                    task_id,
-                    last - self._journal_max,
-                )
-        return last
+                if_position,
+                if_state.value if if_state is not None else None,
+                self._journal_max,
+                _TRIM_EVERY,
+                *(snapshot if snapshot is not None else (None,) * 5),
+            )
+        outcome, position = row["outcome"], row["task_position"]
+        if outcome == "ok":
+            self.announcements.announce(task_payload(owner, task_id))
+            return int(position)
+        if outcome == "retry":  # journaled once, at the position it got (and announced then)
+            return int(position)
+        if outcome == "gone":
+            raise TaskGone(f"task {task_id!r} does not exist (or expired)")
+        if outcome == "lease":
+            assert fence is not None
+            raise LeaseLost(task_id, fence)
+        if outcome == "position":
+            assert if_position is not None
+            raise PositionConflict(task_id, expected=if_position, current=int(position))
+        raise StateConflict(f"task {task_id!r} is no longer in state {if_state}")
 
     async def read(
         self, task_id: str, *, owner: str, after: int, timeout_s: float

@@ -52,6 +52,22 @@ async def test_a_read_waiting_on_one_replica_wakes_at_anothers_publish(
     assert waited_with <= 2, f"the reader polled: {waited_with} store calls while it waited"
 
 
+async def test_a_publish_just_before_its_replica_closes_still_wakes_anothers_reader(
+    replicas: Replicas,
+) -> None:
+    """The notification goes after the write commits: closing the writer sends what it has
+    not sent yet, rather than leave the reader to its read's timeout."""
+    writer, reader = replicas(), replicas()
+    task = make_task()
+    await writer.tasks.create(task, owner="alice")
+    reading = asyncio.create_task(reader.tasks.read(task.id, owner="alice", after=1, timeout_s=60))
+    await asyncio.sleep(0.5)  # the reader listens and waits
+    await writer.tasks.publish(task.id, JournalWrite(chunk_event(task, "last")), owner="alice")
+    await writer.aclose()
+    entries = await asyncio.wait_for(reading, 10)
+    assert [entry.position for entry in entries] == [2]
+
+
 async def test_every_reader_of_a_replica_shares_its_one_listening_connection(
     replicas: Replicas, database: str
 ) -> None:

@@ -130,7 +130,12 @@ def test_postgresql_gets_every_store_with_the_settings_pool_and_timeout(
     assert build_stores(settings) is made
     assert calls == [(url, {"ttl_s": 3600, "pool_size": 7, "command_timeout_s": 0.5})]
     defaults = Settings(database_url=url)
-    assert (defaults.database_pool_size, defaults.database_command_timeout_s) == (10, 2.0)
+    assert (defaults.database_pool_size, defaults.database_command_timeout_s) == (None, 2.0)
+    # Unset, the pool is sized from the turns a replica runs at once (at most 20).
+    calls.clear()
+    build_stores(Settings(database_url=url, a2a_max_running_turns=3))
+    build_stores(defaults)
+    assert [kwargs["pool_size"] for _, kwargs in calls] == [7, 20]
 
 
 def test_sqlite_gets_the_file_its_factory_reads_from_the_url(
