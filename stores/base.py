@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from stores.chunks import ChunkSink, WriteRetry
+from stores.codec import dump_task
 from stores.errors import (
     InvalidPageToken,
     LeaseLost,
@@ -22,7 +23,7 @@ from stores.errors import (
     TaskUnreadable,
     TaskVoided,
 )
-from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord
+from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskBytes, TaskRecord
 from stores.pages import TaskPage, TaskQuery
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.writes import ContextFence, Fence, JournalWrite
@@ -114,6 +115,15 @@ class TaskStore(ABC):
 
         Raises TaskUnreadable if it exists but cannot be loaded.
         """
+
+    async def get_bytes(self, task_id: str, *, owner: str) -> TaskBytes | None:
+        """`get`, for a reader that writes the task out as it is (an unshaped GetTask): its
+        stored form and position. A store that keeps the stored form overrides this to hand it
+        over without loading the task; this one loads it (and so checks it) like `get`."""
+        record = await self.get(task_id, owner=owner)
+        if record is None:
+            return None
+        return TaskBytes(record.stored or dump_task(record.task), record.position)
 
     @abstractmethod
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:

@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -104,7 +105,7 @@ class JsonRpcBinding(Binding):
         return {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
-            "GetTask": self._unary(operations.get_task),
+            "GetTask": self._unary(operations.get_task_json),
             "ListTasks": self._unary(operations.list_tasks),
             "CancelTask": self._unary(operations.cancel_task),
             "SubscribeToTask": self._subscribe_to_task,
@@ -210,7 +211,7 @@ class JsonRpcBinding(Binding):
             raise InvalidParamsError('"params" must be an object')
         return method_name, method, params
 
-    def _unary(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+    def _unary(self, operation: Callable[..., Awaitable[JsonObject | orjson.Fragment]]) -> Method:
         """A method with one JSON result: params in, the operation's result out."""
 
         async def method(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:
