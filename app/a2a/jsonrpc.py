@@ -38,6 +38,7 @@ from app.http.json_body import (
     check_depth,
     check_json_media_type,
     parse_json,
+    read_request_body,
     render_json,
 )
 from app.ops.metrics import RequestRecord
@@ -127,7 +128,7 @@ class JsonRpcBinding(Binding):
         self, request: Request, record: RequestRecord, path_tenant: str | None = None
     ) -> Response:
         try:
-            body = await request.body()
+            body = await read_request_body(request)  # nothing else reads it
         except ClientDisconnect:
             logger.debug("JSON-RPC request | the client went away before its request arrived")
             return Response(status_code=400)  # nobody reads it
