@@ -111,17 +111,12 @@ class TaskStore(ABC):
 
     @abstractmethod
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
-        """Return the task, or None if it does not exist or is not the owner's.
-
-        Raises TaskUnreadable if it exists but cannot be loaded.
-        """
+        """Return the task, or None if it does not exist or is not the owner's (TaskUnreadable
+        if it exists but cannot be loaded)."""
 
     async def get_bytes(self, task_id: str, *, owner: str) -> TaskBytes | None:
-        """`get`, for a reader that writes the task out as it is (an unshaped GetTask): its
-        stored form and position. A store that keeps the stored form overrides this to hand it
-        over without loading the task; this one loads it (and so checks it) like `get`."""
-        record = await self.get(task_id, owner=owner)
-        if record is None:
+        """`get` as stored: loaded (so checked), unless a backend overrides this to hand it over."""
+        if (record := await self.get(task_id, owner=owner)) is None:
             return None
         return TaskBytes(record.stored or dump_task(record.task), record.position)
 

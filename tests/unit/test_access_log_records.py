@@ -13,7 +13,10 @@ import pytest
 from app.http import connections
 from app.ops.logs import one_line_per_request
 
-from .test_response_writes import Connection, connection, rpc_request  # noqa: F401
+from . import test_response_writes
+from .test_response_writes import Connection, rpc_request
+
+connection = test_response_writes.connection  # the fixture: the server's protocol on create_app
 
 pytestmark = pytest.mark.skipif(
     connections.HttpToolsProtocol is None, reason="httptools is not installed"
@@ -47,7 +50,7 @@ def access_records(monkeypatch: pytest.MonkeyPatch) -> Iterator[Records]:
 
 async def test_a_binding_request_makes_no_access_record_and_a_card_read_makes_uvicorns(
     connection: Connection,
-    access_records: Records,  # noqa: F811
+    access_records: Records,
 ) -> None:
     await connection.writes_until(rpc_request("SendMessage"), b"}")
     assert access_records.records == []
@@ -59,7 +62,7 @@ async def test_a_binding_request_makes_no_access_record_and_a_card_read_makes_uv
 
 
 async def test_without_the_cycles_access_logger_the_filter_drops_the_line(
-    connection: Connection,  # noqa: F811
+    connection: Connection,
     access_records: Records,
     monkeypatch: pytest.MonkeyPatch,
 ) -> None:

@@ -9,6 +9,7 @@ import asyncio
 from typing import Any
 
 import pytest
+from starlette.types import Message
 
 from app.http.guard import HttpGuard
 
@@ -30,8 +31,9 @@ SCOPE = {"type": "http", "method": "POST", "path": "/", "headers": [(b"host", b"
 
 
 async def test_a_read_waiting_past_its_deadline_is_answered_408() -> None:
-    sent: list[dict[str, Any]] = []
-    guard = guard_reading_the_body(0.05, read := [])
+    sent: list[Message] = []
+    read: list[bytes] = []
+    guard = guard_reading_the_body(0.05, read)
     parts = [{"type": "http.request", "body": b"a", "more_body": True}]
 
     async def receive() -> dict[str, Any]:
@@ -40,7 +42,7 @@ async def test_a_read_waiting_past_its_deadline_is_answered_408() -> None:
         await asyncio.Event().wait()  # the rest of the body never comes
         raise AssertionError
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     await guard(SCOPE, receive, send)
@@ -49,7 +51,7 @@ async def test_a_read_waiting_past_its_deadline_is_answered_408() -> None:
 
 
 async def test_a_cancel_from_elsewhere_stays_a_cancel() -> None:
-    sent: list[dict[str, Any]] = []
+    sent: list[Message] = []
     guard = guard_reading_the_body(30, [])
     reading = asyncio.Event()
 
@@ -58,7 +60,7 @@ async def test_a_cancel_from_elsewhere_stays_a_cancel() -> None:
         await asyncio.Event().wait()
         raise AssertionError
 
-    async def send(message: dict[str, Any]) -> None:
+    async def send(message: Message) -> None:
         sent.append(message)
 
     served = asyncio.create_task(guard(SCOPE, receive, send))
