@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 
 from agent.runtime.admission import Slots
 from agent.runtime.drain import Drain
+from agent.runtime.errors import TaskNotFound
 from agent.runtime.journal import EntryStream, JournalFollower, LastEntries
 from agent.runtime.tasks import TaskLifecycle, TaskRequest
 from agent.tools.client import ClientToolsInvalid, parse_client_tools
@@ -37,6 +38,7 @@ from stores.models import (
     PushConfig,
     Role,
     Task,
+    TaskBytes,
     TaskRecord,
 )
 
@@ -127,6 +129,15 @@ class RequestHandler:
 
     async def get_task(self, task_id: str, *, owner: str) -> Task:
         return (await self.get_record(task_id, owner=owner)).task
+
+    async def get_task_bytes(self, task_id: str, *, owner: str) -> TaskBytes:
+        """The task's stored form and position, for writing it out as it is (TaskNotFound if
+        none): read straight from the store, as nothing of the runtime is asked of a read."""
+        with runtime_refusals():
+            found = await self._tasks.get_bytes(task_id, owner=owner)
+            if found is None:
+                raise TaskNotFound(task_id)
+            return found
 
     async def get_record_past(
         self, task_id: str, generation: int, *, owner: str, timeout_s: float

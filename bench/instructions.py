@@ -2,7 +2,7 @@
 speed moves (CPU time per request moved by 10-15% from one minute to the next on some of ours).
 
     LITELLM_LOCAL_MODEL_COST_MAP=True .venv/bin/python bench/instructions.py \
-        [--mode send|stream] [--requests 160] [--concurrency 16]
+        [--mode send|stream|gettask] [--requests 160] [--concurrency 16]
 
 Needs valgrind on PATH (Debian: `apt-get install valgrind`). The app (`create_app` on its
 defaults, the scripted model of 20 chunks, INFO logs to /dev/null, the server's collector
@@ -15,6 +15,7 @@ callgrind twice, for N and for 2N requests after the same warm-up, and prints
 With `--served`, `python -m app` itself runs under callgrind (the scripted model, LOG_LEVEL=info
 to /dev/null) and an asyncio client outside it sends the requests over `--concurrency`
 keep-alive connections: uvicorn, the protocol and the guard are counted too (the client is not).
+`--mode gettask` (served only): GetTask of one completed task (made by a SendMessage first).
 """
 
 from __future__ import annotations
@@ -31,12 +32,14 @@ import sys
 import tempfile
 from pathlib import Path
 from typing import Any, TextIO
+from urllib.parse import urlsplit
 
+import httpx
 import loadgen  # this script's own folder is first on sys.path
 
 ROOT = Path(__file__).resolve().parent.parent
 WARM_UP = 320
-METHODS = {"send": "SendMessage", "stream": "SendStreamingMessage"}
+METHODS = {"send": "SendMessage", "stream": "SendStreamingMessage", "gettask": "GetTask"}
 
 
 def body(method: str, n: int) -> bytes:
@@ -173,8 +176,17 @@ def served_instructions(mode: str, requests: int, concurrency: int) -> int:
         )
         try:
             loadgen.wait_for_port(port, server)  # under valgrind its start takes ~10 s
+            task_id = None
+            if mode == "gettask":
+                asyncio.run(loadgen.calls(url, method="SendMessage", count=1, concurrency=1))
+                task_id = _a_task_id(url)
             for count in (WARM_UP, requests):
-                asyncio.run(loadgen.calls(url, method=method, count=count, concurrency=concurrency))
+                if task_id is not None:
+                    asyncio.run(_get_tasks(url, task_id, count, concurrency))
+                else:
+                    asyncio.run(
+                        loadgen.calls(url, method=method, count=count, concurrency=concurrency)
+                    )
         finally:
             server.send_signal(signal.SIGINT)  # a clean stop: callgrind writes its totals at exit
             server.wait(timeout=300)
@@ -186,9 +198,37 @@ def served_instructions(mode: str, requests: int, concurrency: int) -> int:
     return int(collected.group(1).replace(",", ""))
 
 
+def _a_task_id(url: str) -> str:
+    body = loadgen.rpc_body("ListTasks", {"pageSize": 1})
+    headers = {"A2A-Version": "1.0", "Content-Type": "application/json"}
+    reply = httpx.post(url, content=body, headers=headers, timeout=60).json()
+    return str(reply["result"]["tasks"][0]["id"])
+
+
+async def _get_tasks(url: str, task_id: str, count: int, concurrency: int) -> None:
+    """`count` GetTasks of `task_id`, `concurrency` at a time on keep-alive connections."""
+    request, port = loadgen.get_task_request(url, task_id), urlsplit(url).port
+
+    async def worker(calls: int) -> None:
+        reader, writer = await asyncio.open_connection("127.0.0.1", port)
+        try:
+            for _ in range(calls):
+                writer.write(request)
+                head = await reader.readuntil(b"\r\n\r\n")
+                length = re.search(rb"(?i)content-length: *(\d+)", head)
+                body = await reader.readexactly(int(length.group(1)) if length else 0)
+                if task_id.encode() not in body:
+                    raise RuntimeError(f"GetTask failed: {(head + body)[:300]!r}")
+        finally:
+            writer.close()
+
+    share, extra = divmod(count, concurrency)
+    await asyncio.gather(*(worker(share + (n < extra)) for n in range(concurrency)))
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-    parser.add_argument("--mode", choices=("send", "stream"), default="send")
+    parser.add_argument("--mode", choices=tuple(METHODS), default="send")
     parser.add_argument("--requests", type=int, default=160)
     parser.add_argument("--concurrency", type=int, default=16)
     parser.add_argument("--served", action="store_true", help="count a2a-server, uvicorn too")
@@ -201,6 +241,8 @@ def main() -> None:
         with open(os.devnull, "w") as log:
             uvloop.run(drive(method, args.inner, args.concurrency, log))
         return
+    if args.mode == "gettask" and not args.served:
+        parser.error("--mode gettask is counted --served only")
     count = served_instructions if args.served else instructions
     once = count(args.mode, args.requests, args.concurrency)
     twice = count(args.mode, 2 * args.requests, args.concurrency)

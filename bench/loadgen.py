@@ -138,6 +138,18 @@ def _request(url: str, body: bytes) -> bytes:
     ).encode() + body
 
 
+def get_task_request(url: str, task_id: str) -> bytes:
+    """A whole HTTP/1.1 request of GetTask (JSON-RPC), to be sent as it is many times."""
+    body = json.dumps(
+        {"jsonrpc": "2.0", "id": 1, "method": "GetTask", "params": {"id": task_id}}
+    ).encode()
+    host = urlsplit(url).netloc
+    return (
+        f"POST / HTTP/1.1\r\nHost: {host}\r\nContent-Type: application/json\r\n"
+        f"A2A-Version: 1.0\r\nContent-Length: {len(body)}\r\n\r\n"
+    ).encode() + body
+
+
 _END_OF_CHUNKED = b"\r\n0\r\n\r\n"
 
 

@@ -10,6 +10,7 @@ from dataclasses import dataclass
 from typing import Protocol
 
 from stores.chunks import ChunkSink, WriteRetry
+from stores.codec import dump_task
 from stores.errors import (
     InvalidPageToken,
     LeaseLost,
@@ -22,7 +23,7 @@ from stores.errors import (
     TaskUnreadable,
     TaskVoided,
 )
-from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskRecord
+from stores.models import ChatMessage, JournalEntry, PushConfig, Task, TaskBytes, TaskRecord
 from stores.pages import TaskPage, TaskQuery
 from stores.rate_limit import RateLimit, RateLimiter
 from stores.writes import ContextFence, Fence, JournalWrite
@@ -110,10 +111,14 @@ class TaskStore(ABC):
 
     @abstractmethod
     async def get(self, task_id: str, *, owner: str) -> TaskRecord | None:
-        """Return the task, or None if it does not exist or is not the owner's.
+        """Return the task, or None if it does not exist or is not the owner's (TaskUnreadable
+        if it exists but cannot be loaded)."""
 
-        Raises TaskUnreadable if it exists but cannot be loaded.
-        """
+    async def get_bytes(self, task_id: str, *, owner: str) -> TaskBytes | None:
+        """`get` as stored: loaded (so checked), unless a backend overrides this to hand it over."""
+        if (record := await self.get(task_id, owner=owner)) is None:
+            return None
+        return TaskBytes(record.stored or dump_task(record.task), record.position)
 
     @abstractmethod
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:

@@ -12,7 +12,7 @@ import functools
 import json
 import time
 from datetime import UTC, datetime
-from typing import Annotated, Any, Literal
+from typing import Annotated, Any, Literal, NamedTuple
 
 from pydantic import (
     BaseModel,
@@ -308,6 +308,14 @@ class TaskRecord(BaseModel):
     stored: bytes | None = None
     """`task` in its stored form (`stores.codec`) as the store wrote or read it, when it had it
     at hand: what the task was at `position`, even after the holder of `task` changed it."""
+
+
+class TaskBytes(NamedTuple):
+    """A stored task as a reader that only writes it out needs it: its stored form (which is
+    its A2A 1.0 wire form) and the journal position it reflects, no task built."""
+
+    stored: bytes
+    position: int
 
 
 # --- The conversation the model sees (per context) ---------------------------------------------

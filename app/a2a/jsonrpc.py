@@ -13,6 +13,7 @@ import logging
 from collections.abc import Awaitable, Callable
 from typing import Any
 
+import orjson
 from starlette.requests import ClientDisconnect, Request
 from starlette.responses import Response
 
@@ -37,6 +38,7 @@ from app.http.json_body import (
     check_depth,
     check_json_media_type,
     parse_json,
+    read_request_body,
     render_json,
 )
 from app.ops.metrics import RequestRecord
@@ -104,7 +106,7 @@ class JsonRpcBinding(Binding):
         return {
             "SendMessage": self._send_message,
             "SendStreamingMessage": self._send_streaming_message,
-            "GetTask": self._unary(operations.get_task),
+            "GetTask": self._unary(operations.get_task_json),
             "ListTasks": self._unary(operations.list_tasks),
             "CancelTask": self._unary(operations.cancel_task),
             "SubscribeToTask": self._subscribe_to_task,
@@ -126,7 +128,7 @@ class JsonRpcBinding(Binding):
         self, request: Request, record: RequestRecord, path_tenant: str | None = None
     ) -> Response:
         try:
-            body = await request.body()
+            body = await read_request_body(request)  # nothing else reads it
         except ClientDisconnect:
             logger.debug("JSON-RPC request | the client went away before its request arrived")
             return Response(status_code=400)  # nobody reads it
@@ -210,7 +212,7 @@ class JsonRpcBinding(Binding):
             raise InvalidParamsError('"params" must be an object')
         return method_name, method, params
 
-    def _unary(self, operation: Callable[..., Awaitable[JsonObject]]) -> Method:
+    def _unary(self, operation: Callable[..., Awaitable[JsonObject | orjson.Fragment]]) -> Method:
         """A method with one JSON result: params in, the operation's result out."""
 
         async def method(params: JsonObject, request_id: JsonId, context: CallContext) -> Response:

@@ -7,19 +7,20 @@ from the body, the path and the query string.
 from __future__ import annotations
 
 import logging
-import unicodedata
 from collections.abc import AsyncIterator, Callable
-from typing import Any, TypeVar
+from typing import Any
 
-from pydantic import BaseModel, ValidationError
+import orjson
 
 from agent.outbound import OutboundPolicy
 from app.a2a.generations import (
     CURRENT_GENERATION,
     IF_GENERATION_MATCH,
     generation_param,
+    with_generation,
 )
 from app.a2a.limits import RequestLimits
+from app.a2a.params import check_id, check_message_ids, parse, parse_last_event_id
 from app.a2a.push_params import check_push_url, render_push_config
 from app.a2a.versions import Generation
 from app.a2a.wire import (
@@ -56,60 +57,6 @@ from stores.models import (
 )
 
 logger = logging.getLogger(__name__)
-
-ParamsT = TypeVar("ParamsT", bound=BaseModel)
-
-
-def parse(model: type[ParamsT], params: JsonObject, limits: RequestLimits | None = None) -> ParamsT:
-    try:
-        return model.model_validate(params, context=limits)
-    except ValidationError as exc:
-        problems = "; ".join(
-            f"{'.'.join(str(part) for part in error['loc']) or 'params'}: {error['msg']}"
-            for error in exc.errors(include_url=False)
-        )
-        raise InvalidParamsError(f"Invalid parameters: {problems}") from exc
-
-
-MAX_ID_LENGTH = 128
-"""The longest client-chosen id (messageId, contextId, taskId): ids become parts of store keys."""
-
-
-def check_id(field: str, value: str | None) -> None:
-    """A client-chosen id must be 1-128 characters, not blank, without control characters
-    (-32602 / 400 naming the field): it becomes part of a store key and of log lines."""
-    if value is None:
-        return
-    if not value.strip():
-        raise InvalidParamsError(f"{field} must not be empty or blank", field=field)
-    if len(value) > MAX_ID_LENGTH:
-        raise InvalidParamsError(f"{field} is longer than {MAX_ID_LENGTH} characters", field=field)
-    if value.isascii() and value.isprintable():
-        return  # the usual id: ASCII has no format, surrogate or separator characters
-    if any(unicodedata.category(char) in ("Cc", "Cf", "Cs", "Zl", "Zp") for char in value):
-        raise InvalidParamsError(
-            f"{field} must not contain control or format characters", field=field
-        )
-
-
-def _check_message_ids(params: SendMessageParams) -> None:
-    message = params.message
-    check_id("message.messageId", message.message_id)
-    check_id("message.contextId", message.context_id)
-    check_id("message.taskId", message.task_id)
-
-
-def parse_last_event_id(value: str | None) -> int | None:
-    """The standard SSE `Last-Event-ID` header: the journal position a client saw last."""
-    if not value:
-        return None
-    try:
-        position = int(value)
-    except ValueError as exc:
-        raise InvalidParamsError(f"Last-Event-ID {value!r} is not an event id") from exc
-    if position < 0:
-        raise InvalidParamsError(f"Last-Event-ID {value!r} is not an event id")
-    return position
 
 
 def _render_stored(task: Task, *, where: str, **shaping: Any) -> JsonObject | None:
@@ -299,7 +246,7 @@ class Operations:
     ) -> SendRequest:
         """`raw_configuration`: the params' `configuration` as sent (1.1's members are read
         from it: a 1.0 request is parsed exactly as before 1.1)."""
-        _check_message_ids(params)
+        check_message_ids(params)
         configuration = params.configuration
         push = configuration.task_push_notification_config if configuration else None
         if push is not None:
@@ -320,8 +267,33 @@ class Operations:
         )
 
     async def get_task(self, params: JsonObject, *, context: CallContext) -> JsonObject:
+        """GetTask as a JSON object (the 0.3 translations and gRPC read its members)."""
+        return await self._get_task(self._task_params(params), params, context)
+
+    async def get_task_json(
+        self, params: JsonObject, *, context: CallContext
+    ) -> JsonObject | orjson.Fragment:
+        """GetTask as the 1.0 bindings write it (`render_json`): the task as it is stored, which
+        is its wire form, when the request shapes nothing (no historyLength, no long poll): no
+        task built and dumped again, the read most clients poll with. The owner is part of the
+        store's key, as in every read."""
+        parsed = self._task_params(params)
+        long_poll = context.task_generations and any(name in params for name in CURRENT_GENERATION)
+        if parsed.history_length is not None or long_poll:
+            return await self._get_task(parsed, params, context)
+        found = await self._handler.get_task_bytes(parsed.id, owner=context.owner)
+        if context.task_generations:
+            return orjson.Fragment(with_generation(found.stored, found.position))
+        return orjson.Fragment(found.stored)
+
+    def _task_params(self, params: JsonObject) -> TaskIdParams:
         parsed = parse(TaskIdParams, params, self._limits)
         check_id("id", parsed.id)
+        return parsed
+
+    async def _get_task(
+        self, parsed: TaskIdParams, params: JsonObject, context: CallContext
+    ) -> JsonObject:
         handler, owner = self._handler, context.owner
         if not context.task_generations:
             task = await handler.get_task(parsed.id, owner=owner)

@@ -135,7 +135,7 @@ class RestBinding(Binding):
         if action:
             raise MethodNotFoundError(f"GET /tasks/{{id}}:{action} is not a route")
         params = {"id": task_id, **query_params(request, ("historyLength", "currentGeneration"))}
-        return json_response(await self._operations.get_task(params, context=context), request)
+        return json_response(await self._operations.get_task_json(params, context=context), request)
 
     async def _task_post(self, request: Request, context: CallContext) -> Response:
         task_id, action = self._split(request)

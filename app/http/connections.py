@@ -19,6 +19,8 @@ The protocols subclass uvicorn's and use their attributes (`conn`, `cycle`, `tas
 `HttpToolsProtocol._start_asgi_task` and replaces a cycle's `transport` (`HeadWithBody`); both
 are looked up at import (`request_tasks_available`). Without them the header limits run on
 uvicorn's own request tasks and writes, and a stream watches `receive()` for its client leaving.
+It also replaces a cycle's `access_logger`, when it has uvicorn's (`AccessLogUnlessLogged`);
+without it, the same line is dropped by a filter after its record is made.
 """
 
 from __future__ import annotations
@@ -36,6 +38,7 @@ import uvicorn
 from uvicorn.protocols.http.h11_impl import H11Protocol
 
 from app.http import request_task
+from app.ops.logs import is_logged_by_a_binding
 
 try:
     from uvicorn.protocols.http.httptools_impl import HttpToolsProtocol, RequestResponseCycle
@@ -224,11 +227,32 @@ if HttpToolsProtocol is not None:
             cycle = self.cycle
             if cycle is not None and cycle.transport is self.transport:
                 cycle.transport = HeadWithBody(self.transport, self.loop)  # type: ignore[assignment]
+                if getattr(cycle, "access_logger", None) is _ACCESS_LOGGER:
+                    cycle.access_logger = _ACCESS_LOG_UNLESS_LOGGED  # type: ignore[assignment]
 
         def connection_lost(self, exc: Exception | None) -> None:
             super().connection_lost(exc)
             if self._task is not None and self.cycle is not None and self.cycle.disconnected:
                 request_task.client_gone(self._task)  # its response had not ended
+
+
+_ACCESS_LOGGER = logging.getLogger("uvicorn.access")
+
+
+class AccessLogUnlessLogged:
+    """uvicorn's access logger as a request's cycle calls it: a request that a binding logs
+    itself (`app.ops.logs.logged_by_a_binding`) gets no access line, and no record is made for
+    it only for the access log's filter to drop it (most of a record's cost: the caller's
+    lookup, the record, the handlers' walk; bench/RESULTS.md, issue 53)."""
+
+    __slots__ = ()
+
+    def info(self, msg: str, *args: object) -> None:
+        if not is_logged_by_a_binding():
+            _ACCESS_LOGGER.info(msg, *args, stacklevel=2)  # the line is still uvicorn's
+
+
+_ACCESS_LOG_UNLESS_LOGGED = AccessLogUnlessLogged()
 
 
 class HeadWithBody:

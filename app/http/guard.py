@@ -33,6 +33,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
 from app.errors import A2AError, InvalidRequestError
 from app.http.auth import LOOPBACK_NAMES, is_loopback_host
+from app.http.body_deadlines import BodyDeadlines
 from app.http.errors import (
     HostNotAllowedError,
     OriginNotAllowedError,
@@ -145,6 +146,7 @@ class HttpGuard:
         self.app = app
         self.max_body_bytes = max_body_bytes
         self.body_timeout_s = body_timeout_s
+        self.body_deadlines = BodyDeadlines()
         self.hosts = HostPolicy(allowed_hosts)
         self.origins = frozenset(origin.strip().lower().rstrip("/") for origin in allowed_origins)
 
@@ -202,6 +204,8 @@ class _LimitedBody:
     concurrency place by sending its headers and then nothing."""
 
     __slots__ = (
+        "_expired",
+        "_reading",
         "_receive",
         "_send",
         "body_done",
@@ -221,6 +225,8 @@ class _LimitedBody:
         self.body_done = False
         self.response_started = False
         self.refused = False
+        self._reading: asyncio.Task[object] | None = None  # while a read waits for the body
+        self._expired = False
 
     def receive(self) -> Awaitable[Message]:
         # After the body, `receive` only waits for a disconnect: no deadline, and the server's
@@ -231,17 +237,33 @@ class _LimitedBody:
         return self._receive_body()
 
     async def _receive_body(self) -> Message:
+        reading = asyncio.current_task()
+        assert reading is not None
+        # As asyncio.timeout tells its own cancel from others': by the task's count of them.
+        cancelling, self._reading, self._expired = reading.cancelling(), reading, False
+        deadlines = self.guard.body_deadlines
+        slot = deadlines.add(self, self.guard.body_timeout_s)
         try:
-            async with asyncio.timeout(self.guard.body_timeout_s):
-                message = await self._receive()
-        except TimeoutError:
+            message = await self._receive()
+        except asyncio.CancelledError:
+            if not self._expired or reading.uncancel() > cancelling:
+                raise  # cancelled from elsewhere (too)
             await self._refuse(RequestTimeoutError())
+        finally:
+            self._reading = None
+            deadlines.discard(self, slot)
         if message["type"] == "http.request":
             self.received += len(message.get("body", b""))
             self.body_done = not message.get("more_body", False)
             if self.received > self.guard.max_body_bytes:
                 await self._refuse(self.guard.too_large())
         return message
+
+    def expire(self) -> None:
+        """The read's deadline passed (BodyDeadlines): cancel it, if it is still waiting."""
+        if self._reading is not None and not self._expired:
+            self._expired = True
+            self._reading.cancel()
 
     async def _refuse(self, error: A2AError) -> NoReturn:
         """Answer with `error` now (unless the app already answered), and stop the app's read."""

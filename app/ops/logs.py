@@ -222,6 +222,11 @@ def logged_by_a_binding() -> None:
     _LOGGED_BY_A_BINDING.set(True)
 
 
+def is_logged_by_a_binding() -> bool:
+    """Whether the request being served gets a line of its own (so no uvicorn access line)."""
+    return _LOGGED_BY_A_BINDING.get()
+
+
 class _OneLinePerRequest(logging.Filter):
     def filter(self, record: logging.LogRecord) -> bool:
         return not _LOGGED_BY_A_BINDING.get()

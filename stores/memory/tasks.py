@@ -31,7 +31,15 @@ from stores.codec import dump_event, dump_task, load_task, snapshot_event, store
 from stores.deadlines import CoarseDeadlines
 from stores.memory.leases import InMemoryLeaseStore
 from stores.memory.support import MAX_TASKS, IdleSweeper, TaskDependent, room_to_make
-from stores.models import JournalEntry, Task, TaskRecord, TaskState, event_state, utc_now
+from stores.models import (
+    JournalEntry,
+    Task,
+    TaskBytes,
+    TaskRecord,
+    TaskState,
+    event_state,
+    utc_now,
+)
 from stores.paging import decode_cursor, encode_cursor
 
 logger = logging.getLogger(__name__)
@@ -70,6 +78,9 @@ class _StoredTask:
     readers: set[asyncio.Future[bool]] | None = None
     last_event_id: str = ""  # so a retried publish is not journaled twice
     last_event_position: int = 0
+    # The snapshot as last known to load (written from a task, or read back): one changed behind
+    # the store's back is loaded once before it is handed out.
+    loadable: bytes | None = None
 
     @classmethod
     def first(cls, task: Task, *, journal_max: int) -> _StoredTask:
@@ -81,17 +92,20 @@ class _StoredTask:
         return stored
 
     def keep(self, task: Task, position: int, stored: bytes | None = None) -> None:
-        self.snapshot = stored if stored is not None else dump_task(task)
+        self.snapshot = self.loadable = stored if stored is not None else dump_task(task)
         self.snapshot_position = position
         self.state, self.context_id = task.status.state, task.context_id
         self.status_timestamp = task.status.timestamp
         self.timestamp_ms = int(task.status.timestamp.timestamp() * 1000)
 
     def task(self, task_id: str) -> Task:
+        snapshot = self.snapshot
         try:
-            return load_task(self.snapshot)
+            task = load_task(snapshot)
         except (ValueError, RecursionError) as exc:  # pydantic's ValidationError is a ValueError
             raise TaskUnreadable(task_id) from exc
+        self.loadable = snapshot
+        return task
 
 
 class InMemoryTaskStore(TaskStore):
@@ -172,6 +186,15 @@ class InMemoryTaskStore(TaskStore):
             position=stored.snapshot_position,
             stored=stored.snapshot,
         )
+
+    async def get_bytes(self, task_id: str, *, owner: str) -> TaskBytes | None:
+        # Handed over as stored (bytes share nothing), not loaded into a task to be dumped again.
+        stored = self._tasks.get((owner, task_id))
+        if stored is None:
+            return None
+        if stored.loadable is not stored.snapshot:
+            stored.task(task_id)  # TaskUnreadable if it is not
+        return TaskBytes(stored.snapshot, stored.snapshot_position)
 
     async def list(self, query: TaskQuery, *, owner: str) -> TaskPage:
         matching = [

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from app.a2a.operations import MAX_ID_LENGTH, check_id
+from app.a2a.params import MAX_ID_LENGTH, check_id
 from app.errors import InvalidParamsError
 
 

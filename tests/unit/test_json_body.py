@@ -8,10 +8,11 @@ from typing import Any
 
 import pytest
 from pydantic import ValidationError
+from starlette.requests import ClientDisconnect, Request
 
 from app.a2a.wire import render_task, render_task_json
 from app.errors import InvalidParamsError, JSONParseError
-from app.http.json_body import check_depth, parse_json, render_json
+from app.http.json_body import check_depth, parse_json, read_request_body, render_json
 from app.settings import Settings
 from stores.base import TaskQuery
 from stores.codec import dump_event, dump_task, load_event, load_task
@@ -156,3 +157,32 @@ def test_a_task_reply_is_its_stored_form_and_renders_as_the_dict_would() -> None
     assert render_json({"task": render_task_json(stored)}) == b'{"task":{"id":"t-0"}}'
     # Shaped (historyLength), it is render_task's dict.
     assert render_task_json(record, history_length=0) == render_task(task, history_length=0)
+
+
+def request_of(*messages: dict[str, Any]) -> Request:
+    queue = list(messages)
+
+    async def receive() -> dict[str, Any]:
+        return queue.pop(0)
+
+    return Request({"type": "http", "method": "POST", "headers": []}, receive)
+
+
+async def test_a_body_in_several_parts_is_read_whole() -> None:
+    parts = [b'{"a":', b"", b"1}"]
+    request = request_of(
+        *({"type": "http.request", "body": part, "more_body": True} for part in parts),
+        {"type": "http.request", "body": b"", "more_body": False},
+    )
+    assert await read_request_body(request) == b'{"a":1}'
+    empty = request_of({"type": "http.request"})
+    assert await read_request_body(empty) == b""
+
+
+async def test_a_client_leaving_before_its_body_ended_is_a_disconnect() -> None:
+    request = request_of(
+        {"type": "http.request", "body": b'{"a":', "more_body": True},
+        {"type": "http.disconnect"},
+    )
+    with pytest.raises(ClientDisconnect):
+        await read_request_body(request)
