@@ -21,36 +21,11 @@ import pstats
 import sys
 from typing import Any, TextIO
 
-HEADERS = [(b"host", b"127.0.0.1:8000"), (b"content-type", b"application/json"),
-           (b"a2a-version", b"1.0")]  # fmt: skip
+import loadgen  # this script's own folder is first on sys.path
 
 
 async def call(app: Any, payload: dict[str, Any]) -> bytes:
-    """One JSON-RPC request through the ASGI app, its response read to the end."""
-    request = json.dumps(payload).encode()
-    answered, chunks, received = asyncio.Event(), [], False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal received
-        if not received:
-            received = True
-            return {"type": "http.request", "body": request, "more_body": False}
-        await answered.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                answered.set()
-
-    headers = [*HEADERS, (b"content-length", str(len(request)).encode())]
-    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
-             "scheme": "http", "path": "/", "raw_path": b"/", "root_path": "", "query_string": b"",
-             "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
-             "state": {}}  # fmt: skip
-    await app(scope, receive, send)
-    return b"".join(chunks)
+    return await loadgen.asgi_post(app, json.dumps(payload).encode())
 
 
 def payload(method: str, n: int, task_id: str | None) -> dict[str, Any]:

@@ -23,29 +23,20 @@ import asyncio
 import json
 import os
 import statistics
-import subprocess
 import sys
 import time
-from collections.abc import Callable, Iterator
-from contextlib import contextmanager
+from collections.abc import Callable
+from contextlib import AbstractContextManager
 from pathlib import Path
 
 import httpx
 import loadgen  # this script's own folder is first on sys.path
 
 BIN = Path(sys.executable).parent
-CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
 SCENARIOS = ("gettask", "send16", "stream32")
 
 
-def cpu_seconds(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / CLOCK_TICKS  # utime, stime
-
-
-@contextmanager
-def server(checkout: str) -> Iterator[tuple[str, int]]:
-    port = loadgen.free_port()
+def server(checkout: str) -> AbstractContextManager[tuple[str, int]]:
     env = {
         **os.environ,
         "PYTHONPATH": checkout,
@@ -54,19 +45,7 @@ def server(checkout: str) -> Iterator[tuple[str, int]]:
         "SCRIPTED_CHUNKS": "20",
         "SCRIPTED_DELAY_MS": "0",
     }
-    proc = subprocess.Popen(
-        [str(BIN / "a2a-server"), "--port", str(port)],
-        env=env,
-        cwd=checkout,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        loadgen.wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}/", proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    return loadgen.served([str(BIN / "a2a-server"), "--port", "{port}"], env=env, cwd=checkout)
 
 
 def send(url: str, method: str, params: dict[str, object]) -> dict[str, object]:
@@ -103,9 +82,9 @@ def measure(scenario: str, url: str, pid: int, seconds: float) -> tuple[float, f
             return float(len(figures.first_event_s))
 
     run()  # a warm-up window first: imports, caches, the collector's first passes
-    began_cpu, began = cpu_seconds(pid), time.monotonic()
+    began_cpu, began = loadgen.cpu_seconds(pid), time.monotonic()
     done = run()
-    elapsed, cpu = time.monotonic() - began, cpu_seconds(pid) - began_cpu
+    elapsed, cpu = time.monotonic() - began, loadgen.cpu_seconds(pid) - began_cpu
     return done / elapsed, cpu / done * 1000
 
 

@@ -50,49 +50,9 @@ def body(method: str, n: int) -> bytes:
 
 async def call(app: Any, method: str, n: int) -> None:
     """One request through the ASGI app, read to the end of its response."""
-    request = body(method, n)
-    answered = asyncio.Event()
-    chunks: list[bytes] = []
-    received = False
-
-    async def receive() -> dict[str, Any]:
-        nonlocal received
-        if not received:
-            received = True
-            return {"type": "http.request", "body": request, "more_body": False}
-        await answered.wait()
-        return {"type": "http.disconnect"}
-
-    async def send(message: dict[str, Any]) -> None:
-        if message["type"] == "http.response.body":
-            chunks.append(message.get("body", b""))
-            if not message.get("more_body"):
-                answered.set()
-
-    headers = [
-        (b"host", b"127.0.0.1:8000"),
-        (b"content-type", b"application/json"),
-        (b"a2a-version", b"1.0"),
-        (b"content-length", str(len(request)).encode()),
-    ]
-    scope = {
-        "type": "http",
-        "asgi": {"version": "3.0"},
-        "http_version": "1.1",
-        "method": "POST",
-        "scheme": "http",
-        "path": "/",
-        "raw_path": b"/",
-        "root_path": "",
-        "query_string": b"",
-        "headers": headers,
-        "client": ("127.0.0.1", 50000),
-        "server": ("127.0.0.1", 8000),
-        "state": {},
-    }
-    await app(scope, receive, send)
-    if b"TASK_STATE_COMPLETED" not in b"".join(chunks):
-        raise RuntimeError(f"not completed: {b''.join(chunks)[:300]!r}")
+    reply = await loadgen.asgi_post(app, body(method, n))
+    if b"TASK_STATE_COMPLETED" not in reply:
+        raise RuntimeError(f"not completed: {reply[:300]!r}")
 
 
 async def drive(method: str, requests: int, concurrency: int, log: TextIO) -> None:

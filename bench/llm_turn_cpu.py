@@ -20,10 +20,8 @@ import argparse
 import asyncio
 import os
 import statistics
-import subprocess
 import sys
-from collections.abc import Iterator
-from contextlib import ExitStack, contextmanager
+from contextlib import AbstractContextManager, ExitStack
 from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent))
@@ -33,17 +31,8 @@ ROOT = Path(__file__).resolve().parents[1]
 sys.path.insert(0, str(ROOT))
 from tests.fakes.fake_llm import FakeLLMServer, text  # noqa: E402
 
-TICKS = os.sysconf("SC_CLK_TCK")
 
-
-def cpu_s(pid: int) -> float:
-    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
-    return (int(fields[11]) + int(fields[12])) / TICKS  # utime, stime
-
-
-@contextmanager
-def server(tree: Path, llm_url: str) -> Iterator[tuple[str, int]]:
-    port = loadgen.free_port()
+def server(tree: Path, llm_url: str) -> AbstractContextManager[tuple[str, int]]:
     env = {
         key: value
         for key, value in os.environ.items()
@@ -57,19 +46,7 @@ def server(tree: Path, llm_url: str) -> Iterator[tuple[str, int]]:
         "LLM_API_KEY": "sk-bench",
         "NO_PROXY": "127.0.0.1,localhost",
     }
-    proc = subprocess.Popen(
-        [sys.executable, "-m", "app", "--port", str(port)],
-        cwd=tree,
-        env=env,
-        stdout=subprocess.DEVNULL,
-        stderr=subprocess.DEVNULL,
-    )
-    try:
-        loadgen.wait_for_port(port, proc)
-        yield f"http://127.0.0.1:{port}/", proc.pid
-    finally:
-        proc.terminate()
-        proc.wait(timeout=30)
+    return loadgen.served([sys.executable, "-m", "app", "--port", "{port}"], env=env, cwd=tree)
 
 
 def main() -> None:
@@ -95,13 +72,13 @@ def main() -> None:
             order = names[round_ % 2 :] + names[: round_ % 2]
             for name in order:
                 url, pid = servers[name]
-                began = cpu_s(pid)
+                began = loadgen.cpu_seconds(pid)
                 asyncio.run(
                     loadgen.calls(
                         url, method="SendMessage", count=args.turns, concurrency=args.concurrency
                     )
                 )
-                per_turn[name].append((cpu_s(pid) - began) / args.turns * 1e3)
+                per_turn[name].append((loadgen.cpu_seconds(pid) - began) / args.turns * 1e3)
             print(
                 f"round {round_ + 1}: "
                 + "  ".join(f"{name} {per_turn[name][-1]:.3f} ms" for name in names),

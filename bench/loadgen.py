@@ -11,6 +11,7 @@ from __future__ import annotations
 import asyncio
 import contextlib
 import json
+import os
 import re
 import socket
 import subprocess
@@ -20,6 +21,7 @@ import uuid
 from collections.abc import Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 _SEND_LUA = r"""
@@ -73,6 +75,67 @@ def wait_for_port(port: int, proc: subprocess.Popen[bytes], *, timeout_s: float 
         except OSError:
             time.sleep(0.05)
     raise RuntimeError(f"nothing listened on port {port} within {timeout_s:.0f} s")
+
+
+@contextlib.contextmanager
+def served(
+    command: list[str], *, env: dict[str, str], cwd: str | Path
+) -> Iterator[tuple[str, int]]:
+    """A server started by `command` (its `{port}` filled in with a free one), its output to
+    /dev/null: (its URL, its pid) once it listens; terminated on the way out."""
+    port = free_port()
+    argv = [part.replace("{port}", str(port)) for part in command]
+    proc = subprocess.Popen(
+        argv, env=env, cwd=cwd, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+    )
+    try:
+        wait_for_port(port, proc)
+        yield f"http://127.0.0.1:{port}/", proc.pid
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+
+
+_CLOCK_TICKS = os.sysconf("SC_CLK_TCK")
+
+
+def cpu_seconds(pid: int) -> float:
+    """The process' CPU time so far (user + system), from /proc."""
+    fields = Path(f"/proc/{pid}/stat").read_text().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / _CLOCK_TICKS  # utime, stime
+
+
+async def asgi_post(app: Any, request: bytes) -> bytes:
+    """One JSON-RPC POST through an ASGI app in process (no HTTP server), its response body read
+    to the end."""
+    answered, chunks, received = asyncio.Event(), [], False
+
+    async def receive() -> dict[str, Any]:
+        nonlocal received
+        if not received:
+            received = True
+            return {"type": "http.request", "body": request, "more_body": False}
+        await answered.wait()
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, Any]) -> None:
+        if message["type"] == "http.response.body":
+            chunks.append(message.get("body", b""))
+            if not message.get("more_body"):
+                answered.set()
+
+    headers = [
+        (b"host", b"127.0.0.1:8000"),
+        (b"content-type", b"application/json"),
+        (b"a2a-version", b"1.0"),
+        (b"content-length", str(len(request)).encode()),
+    ]
+    scope = {"type": "http", "asgi": {"version": "3.0"}, "http_version": "1.1", "method": "POST",
+             "scheme": "http", "path": "/", "raw_path": b"/", "root_path": "", "query_string": b"",
+             "headers": headers, "client": ("127.0.0.1", 50000), "server": ("127.0.0.1", 8000),
+             "state": {}}  # fmt: skip
+    await app(scope, receive, send)
+    return b"".join(chunks)
 
 
 def send_params(text: str = "hi", **extra: object) -> dict[str, object]:
