@@ -5,7 +5,8 @@ handler reads again and keeps the connection alive (in memory, the store's read;
 the shared reads of JournalMux). A timer per wait (`asyncio.timeout`: a `Timeout` and the
 loop's timer handle) was ~0.7 KiB of each idle stream; here the waits whose deadlines fall in
 the same slot of RESOLUTION_S share one timer, and a wait costs an entry in its slot's set. A
-deadline fires up to RESOLUTION_S late.
+deadline fires up to RESOLUTION_S late. The reads of request bodies share the same wheel
+(app.http.body_deadlines).
 """
 
 from __future__ import annotations
@@ -15,36 +16,51 @@ import math
 from typing import Generic, TypeVar
 
 T = TypeVar("T")
+W = TypeVar("W")
 
 RESOLUTION_S = 0.1
 
 
-class CoarseDeadlines(Generic[T]):
+class SlottedDeadlines(Generic[W]):
+    """Fires `_fire(wait)` at a wait's deadline (rounded up to its slot) unless it was
+    discarded by then."""
+
+    def __init__(self, resolution_s: float = RESOLUTION_S) -> None:
+        self._resolution_s = resolution_s
+        self._slots: dict[int, set[W]] = {}
+
+    def add(self, wait: W, timeout_s: float) -> int:
+        """Fire `wait` after `timeout_s`; returns the slot to `discard` it from."""
+        loop = asyncio.get_running_loop()
+        slot = math.ceil((loop.time() + timeout_s) / self._resolution_s)
+        waits = self._slots.get(slot)
+        if waits is None:
+            waits = self._slots[slot] = set()
+            loop.call_at(slot * self._resolution_s, self._expire, slot)
+        waits.add(wait)
+        return slot
+
+    def discard(self, wait: W, slot: int) -> None:
+        """`wait` is done (or gone): its slot no longer holds it."""
+        waits = self._slots.get(slot)
+        if waits is not None:
+            waits.discard(wait)
+
+    def _expire(self, slot: int) -> None:
+        for wait in self._slots.pop(slot, ()):
+            self._fire(wait)
+
+    def _fire(self, wait: W) -> None:
+        raise NotImplementedError
+
+
+class CoarseDeadlines(SlottedDeadlines["asyncio.Future[T]"], Generic[T]):
     """Resolves a waiter future with `expired` at its deadline unless it is done by then."""
 
     def __init__(self, expired: T, resolution_s: float = RESOLUTION_S) -> None:
+        super().__init__(resolution_s)
         self._expired = expired
-        self._resolution_s = resolution_s
-        self._slots: dict[int, set[asyncio.Future[T]]] = {}
 
-    def add(self, waiter: asyncio.Future[T], timeout_s: float) -> int:
-        """Time `waiter` out after `timeout_s`; returns the slot to `discard` it from."""
-        loop = waiter.get_loop()
-        slot = math.ceil((loop.time() + timeout_s) / self._resolution_s)
-        waiters = self._slots.get(slot)
-        if waiters is None:
-            waiters = self._slots[slot] = set()
-            loop.call_at(slot * self._resolution_s, self._expire, slot)
-        waiters.add(waiter)
-        return slot
-
-    def discard(self, waiter: asyncio.Future[T], slot: int) -> None:
-        """`waiter` is done (or gone): its slot no longer holds it."""
-        waiters = self._slots.get(slot)
-        if waiters is not None:
-            waiters.discard(waiter)
-
-    def _expire(self, slot: int) -> None:
-        for waiter in self._slots.pop(slot, ()):
-            if not waiter.done():
-                waiter.set_result(self._expired)
+    def _fire(self, wait: asyncio.Future[T]) -> None:
+        if not wait.done():
+            wait.set_result(self._expired)
