@@ -28,6 +28,7 @@ class SlottedDeadlines(Generic[W]):
     def __init__(self, resolution_s: float = RESOLUTION_S) -> None:
         self._resolution_s = resolution_s
         self._slots: dict[int, set[W]] = {}
+        self._timers: dict[int, asyncio.TimerHandle] = {}
 
     def add(self, wait: W, timeout_s: float) -> int:
         """Fire `wait` after `timeout_s`; returns the slot to `discard` it from."""
@@ -36,17 +37,23 @@ class SlottedDeadlines(Generic[W]):
         waits = self._slots.get(slot)
         if waits is None:
             waits = self._slots[slot] = set()
-            loop.call_at(slot * self._resolution_s, self._expire, slot)
+            self._timers[slot] = loop.call_at(slot * self._resolution_s, self._expire, slot)
         waits.add(wait)
         return slot
 
     def discard(self, wait: W, slot: int) -> None:
-        """`wait` is done (or gone): its slot no longer holds it."""
+        """`wait` is done (or gone): its slot no longer holds it, and a slot left empty no
+        longer holds a timer (a slot's timer would otherwise outlive its waits by up to their
+        timeout: a body read's is tens of seconds)."""
         waits = self._slots.get(slot)
         if waits is not None:
             waits.discard(wait)
+            if not waits:
+                del self._slots[slot]
+                self._timers.pop(slot).cancel()
 
     def _expire(self, slot: int) -> None:
+        self._timers.pop(slot, None)
         for wait in self._slots.pop(slot, ()):
             self._fire(wait)
 

@@ -69,3 +69,17 @@ async def test_many_waits_share_a_few_timers(waits: int) -> None:
         deadlines.add(waiter, 0.2)
     assert live_timers(loop) - before <= 2  # the slot(s) the deadlines fell in, not 1,000
     assert await asyncio.gather(*waiters) == [False] * waits
+
+
+async def test_a_slot_left_empty_holds_no_timer() -> None:
+    deadlines = CoarseDeadlines(expired=False, resolution_s=RESOLUTION_S)
+    loop = asyncio.get_running_loop()
+    before = live_timers(loop)
+    waiters: list[asyncio.Future[bool]] = [loop.create_future() for _ in range(3)]
+    slots = [deadlines.add(waiter, 30) for waiter in waiters]
+    assert live_timers(loop) - before == 1  # the three share one slot
+    for waiter, slot in zip(waiters[:2], slots[:2], strict=True):
+        deadlines.discard(waiter, slot)
+    assert live_timers(loop) - before == 1  # one wait is still in it
+    deadlines.discard(waiters[2], slots[2])
+    assert live_timers(loop) == before  # not 30 s of a timer for nothing
