@@ -32,31 +32,28 @@ from pathlib import Path
 import httpx
 import pytest
 
-from tests.e2e.harness import TERMINAL_STATES, RpcClient
+from tests.e2e.harness import RpcClient
+from tests.e2e_chaos.crash_rounds import (
+    LOADERS,
+    Load,
+    after_crash_problems,
+    complete_turns,
+    send_on_every_context,
+    start_flights,
+    stop_load,
+    wait_flights_ended,
+)
 from tests.e2e_chaos.gate import GatedLLM
 from tests.e2e_chaos.postgres_view import PostgresView
 from tests.e2e_chaos.private_postgres import PrivatePostgres
-from tests.e2e_chaos.redis_view import journal_problems
-from tests.e2e_chaos.takeovers import chunks_seen, positioned, resubscribe, stream_turn, task_id_of
 from tests.e2e_chaos.targets import Target, wait_until
-from tests.e2e_chaos.test_chaos_redis_crash import LOADERS, Load, readback_problems
-from tests.e2e_redis.support import (
-    BackgroundStream,
-    Cluster,
-    assert_contiguous,
-    ids,
-    rebuild_answer,
-    state_of_event,
-    task_text,
-)
-from tests.fakes.fake_llm import text
+from tests.e2e_redis.support import Cluster
 
 pytestmark = [pytest.mark.postgres, pytest.mark.timeout(180)]
 
 LEASE_TTL_S = 2
 RECOVERY_BOUND_S = 30.0  # past the lease: WAL replay, new pools, a sweep, the rest, a slow CI
 DOWN_BOUND_S = 15.0  # the replicas find the database gone (a ping times out at most)
-DONE, FLIGHT = 6, 6
 ROUNDS = 2
 
 
@@ -115,26 +112,8 @@ def test_postgres_killed_under_load_loses_nothing_a_client_was_told_and_leaves_n
     rpcs = [RpcClient(s.url, timeout=30) for s in target.servers]
     target.mark_logs()
     try:
-        done: dict[str, tuple[str, str]] = {}
-        for k in range(DONE):
-            task = rpcs[k % 2].send(f"done {k} {marker}")
-            assert task["status"]["state"] == "TASK_STATE_COMPLETED", task["status"]
-            done[task["id"]] = (task_text(task), task["contextId"])
-
-        answers: dict[str, str] = {}
-        streams: dict[str, BackgroundStream] = {}
-        for k in range(FLIGHT):
-            said = f"flight {k} {marker}"
-            chunks = [f"r{round_}f{k}c{i:02d} " for i in range(40)]
-            gated_llm.script(text(chunks, chunk_delay=0.1, when_user_contains=said, times=3))
-            stream = stream_turn(target.urls[k % 2], said, f"flight-{k}")
-            task_id = task_id_of(stream)
-            streams[task_id], answers[task_id] = stream, "".join(chunks)
-        wait_until(
-            lambda: all(chunks_seen(s) >= 3 for s in streams.values()),
-            30,
-            "every turn in flight to stream a few chunks",
-        )
+        done = complete_turns(rpcs, marker)
+        flights = start_flights(target, gated_llm, marker, round_)
         load = Load(target.urls, marker)
         loaders = load.run()
         time.sleep(0.5)  # the load is under way
@@ -143,39 +122,15 @@ def test_postgres_killed_under_load_loses_nothing_a_client_was_told_and_leaves_n
         wait_until(  # and goes on against the restarted database
             lambda: len(load.completed) >= before + LOADERS, 30, "the load to get through again"
         )
-        load.stop.set()
-        for thread in loaders:
-            thread.join(40)
+        stop_load(load, loaders)
         wait_until(
             lambda: readiness(target.urls) == [200] * len(target.urls), 30, "/readyz 200 again"
         )
 
-        # Every turn in flight ends, within the lease plus a bound of the restart.
-        bound = LEASE_TTL_S + RECOVERY_BOUND_S
-        ended = {
-            task_id: rpcs[0].wait_for_state(task_id, TERMINAL_STATES, timeout=bound)
-            for task_id in streams
-        }
-        took = time.monotonic() - restarted
-        assert took < bound, f"the turns in flight took {took:.1f}s to end"
-
-        problems = [f"load: {p}" for p in load.unclean]
+        ended = wait_flights_ended(rpcs[0], flights, LEASE_TTL_S + RECOVERY_BOUND_S, restarted)
         told = {**done, **load.completed}
-        for task_id, (want, _) in told.items():
-            problems += readback_problems(target, rpcs, task_id, want)
-        for n, (task_id, stream) in enumerate(streams.items()):
-            before_cut = positioned(stream.join(30))
-            last_id = before_cut[-1].id or ""
-            rest = resubscribe(target.urls[n % 2], task_id, last_id, f"again-{n}")
-            union = before_cut + rest
-            assert_contiguous(ids(union), f"turn in flight {task_id}, resubscribed")
-            state = ended[task_id]["status"]["state"]
-            if state_of_event(union[-1]) != state:
-                problems.append(f"{task_id}: its stream ended at {union[-1].raw[:200]}")
-            if state == "TASK_STATE_COMPLETED" and rebuild_answer(union) != answers[task_id]:
-                problems.append(f"{task_id}: the client rebuilt {rebuild_answer(union)!r}")
-            want = answers[task_id] if state == "TASK_STATE_COMPLETED" else None
-            problems += [f"{task_id}: {p}" for p in journal_problems(view.journal(task_id), want)]
+        problems = [f"load: {p}" for p in load.unclean]
+        problems += after_crash_problems(target, rpcs, told, flights, ended)
         wait_until(lambda: not view.active(), RECOVERY_BOUND_S, "every task to settle")
         problems += [f"stuck: {t}" for t in view.stuck()]
         stale = view.stale_claims()  # turns ended while the database was down: freed next
@@ -183,14 +138,12 @@ def test_postgres_killed_under_load_loses_nothing_a_client_was_told_and_leaves_n
             problems
         )
 
-        # No conversation stays locked: each context takes a new message, which completes (and
-        # frees it: a stale claim left by the crash is replaced, then released).
+        # A stale claim the crash left (its release failed) is replaced by the next turn in its
+        # context, then released.
         contexts = [ctx for _, ctx in told.values()]
-        contexts += [ended[t]["contextId"] for t in streams]
+        contexts += [ended[t]["contextId"] for t in flights.streams]
         contexts = list(dict.fromkeys([*contexts, *stale]))
-        for n, context_id in enumerate(contexts):
-            task = rpcs[n % 2].send(f"next {n} {marker}", context_id=context_id)
-            assert task["status"]["state"] == "TASK_STATE_COMPLETED", (context_id, task["status"])
+        send_on_every_context(rpcs, contexts, marker)
         left = [c for c in view.stale_claims() if c in contexts]
         assert not left, f"claims still stale after a turn in their context: {left}"
         tracebacks = target.new_tracebacks()

@@ -1,5 +1,5 @@
-"""The nemesis proper: one fault at a time, at random (seeded), every 3 to 6 s, each healed
-before the next:
+"""The nemesis proper: one fault at a time, at random (seeded), every 3 to 6 s (`gap_s`: the
+suite's short run is quicker), each healed before the next:
 
 * `kill`      kill -9 of a replica, started again 1-3 s later;
 * `pause`     SIGSTOP of a replica past its lease (LEASE_TTL_S + 1.5 s), then SIGCONT;
@@ -31,8 +31,9 @@ POSTGRES_FAULTS = ("kill", "pause", "cut", "database")
 
 class Nemesis(threading.Thread):
     def __init__(
-        self, system: System, history: History, seed: int, *, faults: tuple[str, ...] | None = None
-    ) -> None:
+        self, system: System, history: History, seed: int, *, faults: tuple[str, ...] | None = None,
+        gap_s: tuple[float, float] = (3.0, 6.0),
+    ) -> None:  # fmt: skip
         super().__init__(daemon=True, name="nemesis")
         self.system = system
         self.history = history
@@ -44,6 +45,7 @@ class Nemesis(threading.Thread):
             if system.database == "postgres"
             else SINGLE_FAULTS
         )
+        self.gap_s = gap_s
         self.stopping = threading.Event()
         self.failure: BaseException | None = None
 
@@ -54,7 +56,7 @@ class Nemesis(threading.Thread):
     def run(self) -> None:
         try:
             bag: list[str] = []
-            while not self.stopping.wait(self.rng.uniform(3, 6)):
+            while not self.stopping.wait(self.rng.uniform(*self.gap_s)):
                 if not bag:  # every kind once, in a seeded order, then again: a short run
                     bag = self.rng.sample(self.faults, len(self.faults))  # still meets each
                 self.one_fault(bag.pop())

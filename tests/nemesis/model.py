@@ -7,9 +7,10 @@ A prompt reads `nem <key> do=<plain|tool|ask>`; `<key>` names one attempt of one
 * `tool`: asks for `nemesis_step(key)` (tests/nemesis/tool.py, which records each run), then,
   once its result is in the messages, answers;
 * `ask`: asks the user (`ask_user`: the task goes input-required), then, once answered, answers;
-* `plain`: answers at once; `long`: the same answer, streamed over about 20 s (a pause of the
-  replica falls inside its model call: when the turn ends or moves meanwhile, that call must be
-  cut, not left to stream on).
+* `plain`: answers at once; `long`: the same answer, streamed over about three and a half leases
+  (20 s at bench's 6 s lease: a pause of the replica, the lease and a little, falls inside its
+  model call: when the turn ends or moves meanwhile, that call must be cut, not left to stream
+  on).
 
 An answer is `answer_text(key)`, streamed in chunks a little apart (so streams are joined and
 cut mid-answer). Every request is recorded (FakeLLMServer), with the key it was for and the
@@ -29,7 +30,8 @@ from tests.fakes.fake_llm import FakeLLMServer, Step, last_user_text
 PROMPT = re.compile(r"nem (\S+) do=(plain|tool|ask|long)")
 ANSWER_WORDS = 12
 TOOL_NAME = "nemesis_step"
-LONG_CHUNK_DELAY_S = 1.6
+# A long answer's chunks, one lease apart per this many chunks (1.6 s at a 6 s lease).
+LONG_CHUNKS_PER_LEASE = 3.75
 REPLICA_PATH = re.compile(r"^/r(\d+)(/.*)$")
 _replica: contextvars.ContextVar[int | None] = contextvars.ContextVar("replica", default=None)
 
@@ -82,9 +84,10 @@ def _called_since_prompt(messages: list[dict[str, Any]]) -> set[str]:
 class NemesisModel(FakeLLMServer):
     """The reply is decided by the request alone (nothing queued): see the module docstring."""
 
-    def __init__(self, *, chunk_delay: float = 0.08) -> None:
+    def __init__(self, *, lease_ttl_s: float, chunk_delay: float = 0.08) -> None:
         super().__init__()
         self.chunk_delay = chunk_delay
+        self.long_chunk_delay = lease_ttl_s / LONG_CHUNKS_PER_LEASE
 
     def _take_step(self, body: dict[str, Any]) -> Step | None:
         step = self._reply(body)
@@ -101,7 +104,7 @@ class NemesisModel(FakeLLMServer):
         if kind == "ask" and "ask_user" not in called:
             question = json.dumps({"question": f"question {key}"})
             return Step(tool_calls=[("ask_user", question)], times=None)
-        delay = LONG_CHUNK_DELAY_S if kind == "long" else self.chunk_delay
+        delay = self.long_chunk_delay if kind == "long" else self.chunk_delay
         return Step(chunks=answer_chunks(key), chunk_delay=delay, times=None)
 
     def replica_base_url(self, index: int) -> str:

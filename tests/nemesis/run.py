@@ -14,9 +14,15 @@ from collections import Counter
 from dataclasses import dataclass, field
 from pathlib import Path
 
+from tests.nemesis.a2a_wire import TERMINAL
 from tests.nemesis.checker import check
 from tests.nemesis.faults import Nemesis
-from tests.nemesis.history import History, read_final_state, read_postgres_final_state
+from tests.nemesis.history import (
+    FinalState,
+    History,
+    read_final_state,
+    read_postgres_final_state,
+)
 from tests.nemesis.system import System
 from tests.nemesis.tool import read_runs
 from tests.nemesis.workload import WorkloadConfig, run_workload
@@ -32,6 +38,7 @@ class RunConfig:
     lease_ttl_s: float = 6.0
     sessions: int = 6
     faults: tuple[str, ...] | None = None
+    fault_gap_s: tuple[float, float] = (3.0, 6.0)  # the quiet time before each fault
     env: dict[str, str] = field(default_factory=dict)
     database: str = "redis"  # or "postgres": a private PostgreSQL instead of Redis
 
@@ -51,7 +58,9 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         workdir, replicas=config.replicas, cluster=config.cluster, appendfsync=config.appendfsync,
         lease_ttl_s=config.lease_ttl_s, env=config.env, database=config.database,
     ) as system:  # fmt: skip
-        nemesis = Nemesis(system, history, config.seed, faults=config.faults)
+        nemesis = Nemesis(
+            system, history, config.seed, faults=config.faults, gap_s=config.fault_gap_s
+        )
         deadline = time.monotonic() + config.seconds
         nemesis.start()
         try:
@@ -59,18 +68,13 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
         finally:
             nemesis.stop()
         readiness = system.readiness(timeout=120)
-        # Turns the clients gave up on may still be taken over: give the sweep two leases.
-        time.sleep(2 * config.lease_ttl_s)
-        contexts = sorted({t.context_id for t in history.turns})
-        records = (read_runs(str(system.tool_log)), system.model.calls(), readiness, system.urls)
-        if system.postgres is not None:
-            final = read_postgres_final_state(system.postgres.url, contexts, *records)
-        else:
-            client = system.redis_client()
-            try:
-                final = read_final_state(client, system.prefix, contexts, *records)
-            finally:
-                client.close()
+        # Turns the clients gave up on may still be taken over: give the sweep up to two leases,
+        # read again as soon as every stored task has ended (what the sleep waited for).
+        settle_by = time.monotonic() + 2 * config.lease_ttl_s
+        final = _read_final(system, history, readiness)
+        while time.monotonic() < settle_by and not _all_ended(final):
+            time.sleep(0.25)
+            final = _read_final(system, history, readiness)
         (workdir / "history.json").write_text(json.dumps(history.dump(), default=str))
         (workdir / "model-calls.json").write_text(json.dumps(final.model_calls))
         violations = check(history, final)
@@ -80,6 +84,23 @@ def nemesis_run(config: RunConfig, workdir: Path) -> RunResult:
     report = render_report(config, history, final, violations, tracebacks, time.monotonic() - began)
     (workdir / "report.txt").write_text(report)
     return RunResult(violations, report, history)
+
+
+def _read_final(system: System, history: History, readiness: dict[str, str]) -> FinalState:
+    """What the store holds now, with what the model and the tool recorded so far."""
+    contexts = sorted({t.context_id for t in history.turns})
+    records = (read_runs(str(system.tool_log)), system.model.calls(), readiness, system.urls)
+    if system.postgres is not None:
+        return read_postgres_final_state(system.postgres.url, contexts, *records)
+    client = system.redis_client()
+    try:
+        return read_final_state(client, system.prefix, contexts, *records)
+    finally:
+        client.close()
+
+
+def _all_ended(final: FinalState) -> bool:
+    return all(task.state in TERMINAL for task in final.tasks.values())
 
 
 async def _play(system: System, history: History, config: RunConfig, workload: WorkloadConfig,

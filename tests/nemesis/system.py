@@ -98,7 +98,7 @@ class System:
         self.lease_ttl_s = lease_ttl_s
         self.prefix = f"nemesis-{os.getpid()}-{int(time.time())}"
         self.tool_log = workdir / "tool-runs.jsonl"
-        self.model = NemesisModel()
+        self.model = NemesisModel(lease_ttl_s=lease_ttl_s)
         self.redis = None if cluster or database == "postgres" else AofRedis(appendfsync)
         self.postgres = PrivatePostgres() if database == "postgres" else None
         self.cluster: LocalRedisCluster | None = LocalRedisCluster() if cluster else None
