@@ -237,10 +237,10 @@ class PostgresTaskStore(TaskStore):
                 *(snapshot if snapshot is not None else (None,) * 5),
             )
         outcome, position = row["outcome"], row["task_position"]
-        if outcome == "ok":
+        if outcome in ("ok", "retry"):
+            # A retry is journaled once, at the position it got, and announced again: its first
+            # call may have committed and lost its reply, and with it its announcement.
             self.announcements.announce(task_payload(owner, task_id))
-            return int(position)
-        if outcome == "retry":  # journaled once, at the position it got (and announced then)
             return int(position)
         if outcome == "gone":
             raise TaskGone(f"task {task_id!r} does not exist (or expired)")

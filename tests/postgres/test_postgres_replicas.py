@@ -9,6 +9,7 @@ import time
 from collections.abc import AsyncIterator
 
 import asyncpg
+import pytest
 
 from stores.base import Fence, JournalWrite, TaskRef
 from stores.postgres.database import Database
@@ -64,6 +65,27 @@ async def test_a_publish_just_before_its_replica_closes_still_wakes_anothers_rea
     await asyncio.sleep(0.5)  # the reader listens and waits
     await writer.tasks.publish(task.id, JournalWrite(chunk_event(task, "last")), owner="alice")
     await writer.aclose()
+    entries = await asyncio.wait_for(reading, 10)
+    assert [entry.position for entry in entries] == [2]
+
+
+async def test_a_retried_publish_announces_what_its_first_call_did_not(
+    replicas: Replicas, monkeypatch: pytest.MonkeyPatch
+) -> None:
+    """A publish that committed but lost its reply (and so its announcement) is retried with the
+    same event id: journaled once, and the retry wakes the other replica's reader."""
+    writer, reader = replicas(), replicas()
+    task = make_task()
+    await writer.tasks.create(task, owner="alice")
+    reading = asyncio.create_task(reader.tasks.read(task.id, owner="alice", after=1, timeout_s=60))
+    await asyncio.sleep(0.5)  # the reader listens and waits
+    write = JournalWrite(chunk_event(task, "once"), event_id="e-1")
+    with monkeypatch.context() as patched:
+        patched.setattr(writer.tasks.announcements, "announce", lambda payload: None)
+        assert await writer.tasks.publish(task.id, write, owner="alice") == 2
+    await asyncio.sleep(1.0)
+    assert not reading.done(), "woken with no announcement"
+    assert await writer.tasks.publish(task.id, write, owner="alice") == 2  # the retry
     entries = await asyncio.wait_for(reading, 10)
     assert [entry.position for entry in entries] == [2]
 
