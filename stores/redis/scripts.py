@@ -124,10 +124,7 @@ if ARGV[7] ~= '' then
     touch(KEYS[i], ARGV[13])
   end
 end
-if redis.call('PTTL', KEYS[1]) < tonumber(ARGV[1]) * 15 / 16 then
-  redis.call('PEXPIRE', KEYS[1], ARGV[1])
-  redis.call('PEXPIRE', KEYS[2], ARGV[1])
-end
+if touch(KEYS[1], ARGV[1]) then redis.call('PEXPIRE', KEYS[2], ARGV[1]) end  -- together
 return pos
 """
 )

@@ -119,13 +119,16 @@ local now = tonumber(clock[1]) * 1000 + math.floor(tonumber(clock[2]) / 1000)
 
 LUA_TOUCH = """
 local function touch(key, ttl)
-  if redis.call('PTTL', key) < tonumber(ttl) * 15 / 16 then redis.call('PEXPIRE', key, ttl) end
+  if redis.call('PTTL', key) >= tonumber(ttl) * 15 / 16 then return false end
+  redis.call('PEXPIRE', key, ttl)
+  return true
 end
 """
 """A script prologue: `touch(key, ttl ms)` sets a key's expiry only once it has run down by a
-sixteenth (or the key has none): a PEXPIRE is a write, which Redis propagates and signals, and
-costs several times the PTTL read that spares it (bench/RESULTS.md, issue 53). A key touched so
-expires between 15/16 of its TTL and its TTL after its last write, never sooner."""
+sixteenth (or the key has none), and says whether it did: a PEXPIRE is a write, which Redis
+propagates and signals, and costs several times the PTTL read that spares it (bench/RESULTS.md,
+issue 53). A key touched so expires between 15/16 of its TTL and its TTL after its last write,
+never later."""
 
 
 class LuaScript:
