@@ -4,13 +4,14 @@
 from __future__ import annotations
 
 import asyncio
+import hashlib
 
 import asyncpg
 
 from stores.models import Task, TaskState, TaskStatus
 from stores.postgres.factory import create_postgres_stores
 from stores.postgres.migrations import migrate
-from stores.postgres.schema import LATEST_VERSION
+from stores.postgres.schema import LATEST_VERSION, MIGRATIONS
 from tests.databases import create_database, drop_database
 
 
@@ -54,3 +55,18 @@ async def test_the_stores_migrate_an_empty_database_on_first_use() -> None:
     finally:
         await stores.aclose()
         await drop_database(url)
+
+
+# A released migration has run on databases in use: changing its text changes nothing there
+# (its version is recorded) and leaves new databases different from old ones. A new behaviour is
+# a new migration; these are the released ones' SHA-256, appended to, never edited.
+RELEASED = (
+    "4259579fb1db666235560b7eab6ed5ebe0953339774367175400547e9e3ad86c",  # 1: the tables
+    "84e2128d99ca02a6d2e561adf435ec5734d7862765103c360f50723df6d381d7",  # 2: the write functions
+)
+
+
+def test_a_released_migration_never_changes() -> None:
+    released = [hashlib.sha256(sql.encode()).hexdigest() for sql in MIGRATIONS[: len(RELEASED)]]
+    assert released == list(RELEASED), "a released migration was edited: add a new one instead"
+    assert len(MIGRATIONS) >= len(RELEASED)
